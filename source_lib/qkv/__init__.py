@@ -1,0 +1,1 @@
+"""qkv: the shared library of the qkv attention course."""
