@@ -1,0 +1,241 @@
+"""The machinery behind every graded check: call the student's function safely, validate what came
+back, compare it with the reference and, when it differs, say what is probably wrong.
+
+Every failure is a `Hint`, an AssertionError whose message is written for a student: one sentence
+naming the call, what was expected and what came back. Visible checks (qkv.checks.*) and the
+instructor's hidden tests (autograde/qkv_grading) are both thin layers over `check_against`.
+"""
+import contextlib
+import os
+import sys
+
+import numpy as np
+
+# Files holding reference implementations; a student's function that calls into them is not graded.
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+REFERENCE_MODULES = ("attention", "lookup", "scaling", "masking", "heads")
+_REFERENCE_FILES = {os.path.join(_PACKAGE_DIR, name + ".py") for name in REFERENCE_MODULES}
+
+
+class Hint(AssertionError):
+    """A failed check, phrased for the student."""
+
+
+# ---------------------------------------------------------------- describing calls and values
+
+def describe(value):
+    if isinstance(value, np.ndarray):
+        return f"array{tuple(value.shape)} {value.dtype}"
+    if isinstance(value, (list, tuple)) and len(value) > 6:
+        return f"{type(value).__name__} of {len(value)} items"
+    if callable(value):
+        return getattr(value, "__name__", "function")
+    return repr(value)
+
+
+def call_text(name, args=(), kwargs=None):
+    parts = [describe(a) for a in args] + [f"{k}={describe(v)}" for k, v in (kwargs or {}).items()]
+    return f"{name}({', '.join(parts)})"
+
+
+def _copy(value):
+    return value.copy() if isinstance(value, np.ndarray) else value
+
+
+# ---------------------------------------------------------------- the reference tripwire
+
+@contextlib.contextmanager
+def _no_reference_calls(allowed=()):
+    """Record calls made from outside qkv's reference files into them while the body runs."""
+    allowed_codes = {fn.__code__ for fn in allowed}
+    offenders = []
+    previous = sys.getprofile()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename in _REFERENCE_FILES:
+            caller = frame.f_back
+            from_reference = caller is not None and caller.f_code.co_filename in _REFERENCE_FILES
+            if not from_reference and frame.f_code not in allowed_codes:
+                offenders.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        yield offenders
+    finally:
+        sys.setprofile(previous)
+
+
+def _is_reference(fn):
+    module = getattr(fn, "__module__", "") or ""
+    return module == "qkv" or module.startswith("qkv.")
+
+
+# ---------------------------------------------------------------- calling the student's function
+
+def call(fn, *args, name=None, allowed=(), **kwargs):
+    """Call a student's function on copies of the inputs; turn every way it can go wrong into a Hint.
+
+    `allowed` lists qkv functions the exercise hands the student as tools (e.g. softmax in lesson 02).
+    """
+    name = name or getattr(fn, "__name__", "your function")
+    if not callable(fn):
+        raise Hint(f"`{name}` should be a function, but it is {describe(fn)}.")
+    if _is_reference(fn):
+        raise Hint(f"`{name}` is qkv's reference implementation, not yours: define `{name}` in this "
+                   f"notebook and make sure no later cell imports the library's version over it.")
+    shown = call_text(name, args, kwargs)
+    args = tuple(_copy(a) for a in args)
+    kwargs = {k: _copy(v) for k, v in kwargs.items()}
+    try:
+        with _no_reference_calls(allowed) as offenders:
+            result = fn(*args, **kwargs)
+    except NotImplementedError:
+        raise Hint(f"`{name}` is not written yet: replace `raise NotImplementedError()` with your code.") from None
+    except Hint:
+        raise
+    except Exception as error:
+        raise Hint(f"{shown} raised {type(error).__name__}: {error}") from error
+    if offenders:
+        used = ", ".join(sorted(set(offenders)))
+        raise Hint(f"{shown} calls qkv's reference `{used}`; the exercise is to compute it yourself "
+                   f"with numpy.")
+    return result
+
+
+# ---------------------------------------------------------------- validating what came back
+
+def expect_array(result, shape, shown, allow_list=False):
+    """The result must be a finite numeric array of the given shape (None in `shape` = any size)."""
+    expected = "an array of shape " + _shape_text(shape)
+    if result is None:
+        raise Hint(f"{shown} returned None; expected {expected}. Is a `return` missing?")
+    if isinstance(result, (list, tuple)) and not allow_list:
+        raise Hint(f"{shown} returned a {type(result).__name__}; expected {expected} "
+                   f"(a numpy array: np.array(...) or numpy operations give you one).")
+    if np.isscalar(result) and shape != ():
+        raise Hint(f"{shown} returned the single number {result!r}; expected {expected}.")
+    try:
+        array = np.asarray(result)
+    except ValueError:
+        raise Hint(f"{shown} returned something ragged that is not an array; expected {expected}.") from None
+    if array.dtype.kind not in "biuf":
+        raise Hint(f"{shown} returned values of type {array.dtype}; expected {expected} of numbers.")
+    if not _shape_matches(array.shape, shape):
+        raise Hint(f"{shown} returned shape {tuple(array.shape)}; expected {_shape_text(shape)}.")
+    if not np.all(np.isfinite(array)):
+        where = "NaN" if np.any(np.isnan(array)) else "infinity"
+        raise Hint(f"{shown} returned {where} in its result; expected finite numbers everywhere.")
+    return array.astype(np.float64)
+
+
+def expect_number(result, shown):
+    if result is None:
+        raise Hint(f"{shown} returned None; expected a number. Is a `return` missing?")
+    array = np.asarray(result)
+    if array.dtype.kind not in "biuf" or array.size != 1:
+        raise Hint(f"{shown} returned {describe(result)}; expected a single number.")
+    value = float(array.reshape(()))
+    if not np.isfinite(value):
+        raise Hint(f"{shown} returned {value}; expected a finite number.")
+    return value
+
+
+def _shape_matches(actual, expected):
+    return len(actual) == len(expected) and all(e is None or a == e for a, e in zip(actual, expected))
+
+
+def _shape_text(shape):
+    return "(" + ", ".join("any" if s is None else str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+# ---------------------------------------------------------------- comparing with the reference
+
+def close(a, b, rtol=1e-4, atol=1e-5):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol))
+
+
+def check_against(student_fn, reference_fn, args=(), kwargs=None, name=None, diagnoses=(),
+                  rtol=1e-4, atol=1e-5, allowed=(), extra_checks=(), allow_list=False,
+                  outputs=None, nonfinite_hint=None):
+    """Run student and reference on the same inputs; raise a Hint that says what is probably wrong.
+
+    diagnoses: (mistake_fn, hint) pairs; mistake_fn(*args, **kwargs) computes what a known mistake
+        would return. If the student's answer matches it, the hint explains the mistake.
+    extra_checks: functions (student_result, args, kwargs) -> hint or None, for mistakes that are
+        recognised by a property (rows not summing to 1) rather than by an exact value.
+    outputs: names of the parts when the function returns a tuple, e.g. ("weights", "output").
+    nonfinite_hint: said when the student's result holds NaN or infinity (e.g. an overflowing exp).
+    Returns the student's result as float64 array(s).
+    """
+    kwargs = dict(kwargs or {})
+    name = name or getattr(student_fn, "__name__", "your function")
+    shown = call_text(name, args, kwargs)
+    expected = reference_fn(*args, **kwargs)
+    raw = call(student_fn, *args, name=name, allowed=allowed, **kwargs)
+    if outputs is None:
+        got = _validated(raw, expected, shown, allow_list, nonfinite_hint)
+        _compare(got, np.asarray(expected, np.float64), shown, args, kwargs, diagnoses, extra_checks, rtol, atol)
+        return got
+    if not isinstance(raw, tuple) or len(raw) != len(outputs):
+        raise Hint(f"{shown} returned {describe(raw)}; expected a tuple ({', '.join(outputs)}).")
+    gots = tuple(_validated(r, e, f"{shown}, its {part},", allow_list, nonfinite_hint)
+                 for r, e, part in zip(raw, expected, outputs))
+    for index, part in enumerate(outputs):
+        part_diagnoses = [(_part(fn, index), hint) for fn, hint in diagnoses]
+        part_checks = [_part_check(check, index) for check in extra_checks]
+        _compare(gots[index], np.asarray(expected[index], np.float64), f"{shown}, its {part},",
+                 args, kwargs, part_diagnoses, part_checks, rtol, atol)
+    return gots
+
+
+def _part(mistake_fn, index):
+    return lambda *a, **k: mistake_fn(*a, **k)[index]
+
+
+def _part_check(check, index):
+    return lambda got, a, k: check(got, a, k, index)
+
+
+def _validated(raw, expected, shown, allow_list, nonfinite_hint):
+    expected = np.asarray(expected)
+    try:
+        return expect_array(raw, expected.shape, shown, allow_list=allow_list)
+    except Hint as hint:
+        if nonfinite_hint and "finite" in str(hint):
+            raise Hint(f"{shown} returned NaN or infinity: {nonfinite_hint}") from None
+        raise
+
+
+def _compare(got, expected, shown, args, kwargs, diagnoses, extra_checks, rtol, atol):
+    if close(got, expected, rtol, atol):
+        return
+    for mistake_fn, hint in diagnoses:
+        with np.errstate(all="ignore"):
+            try:
+                mistaken = np.asarray(mistake_fn(*args, **kwargs), dtype=np.float64)
+            except Exception:
+                continue
+        if mistaken.shape == got.shape and close(got, mistaken, 1e-4, 1e-6):
+            raise Hint(f"{shown} is wrong: {hint}")
+    for property_check in extra_checks:
+        hint = property_check(got, args, kwargs)
+        if hint:
+            raise Hint(f"{shown} is wrong: {hint}")
+    raise Hint(f"{shown} is wrong: {mismatch_text(got, expected)}")
+
+
+def mismatch_text(got, expected):
+    diff = np.abs(got - expected)
+    index = np.unravel_index(np.argmax(diff), diff.shape) if diff.ndim else ()
+    at = f" at index {tuple(int(i) for i in index)}" if index else ""
+    return (f"the largest difference from the expected result is {diff.max():.4g}{at} "
+            f"(got {got[index]:.6g}, expected {expected[index]:.6g}).")
+
+
+def expect_choice(answer, choices, name):
+    """Format check for a multiple-choice answer; correctness is graded in the hidden tests."""
+    if answer is None or (isinstance(answer, str) and answer.strip() == ""):
+        raise Hint(f"`{name}` is not answered yet: set it to one of {', '.join(map(repr, choices))}.")
+    if answer not in choices:
+        raise Hint(f"`{name}` is {answer!r}; it must be one of {', '.join(map(repr, choices))}.")
