@@ -42,3 +42,51 @@ def weights_bar(weights, labels=None, ax=None, title=None, ylim=(0, 1)):
     if title:
         ax.set_title(title)
     return ax
+
+
+# ---------------------------------------------------------------- lesson 05: heads
+
+_SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+
+
+def readable_token_labels(decode, ids, longest=4):
+    """One label per token. A character split over several byte-level tokens (shown as "�" alone) is
+    named on each of its pieces with a subscript, e.g. " Nội" -> " N", "ộ₁", "ộ₂", "i"."""
+    ids = [int(i) for i in ids]
+    labels, start = [], 0
+    while start < len(ids):
+        for length in range(1, longest + 1):
+            text = decode(ids[start:start + length])
+            if "\ufffd" not in text or start + length >= len(ids):
+                break
+        if length == 1 or "\ufffd" in text:
+            labels.append(decode(ids[start:start + 1]))
+            start += 1
+            continue
+        # label each piece with the character(s) the group spells; keep a leading space visible
+        labels.extend(text + str(piece + 1).translate(_SUBSCRIPTS) for piece in range(length))
+        start += length
+    return labels
+
+
+def head_heatmaps(weights, query_labels=None, key_labels=None, titles=None, ncols=3, label_size=6,
+                  panel_size=4.2, suptitle=None):
+    # [H, n_q, n_k] -> a grid of heatmaps, one per head; rows are queries, columns are keys
+    weights = np.asarray(weights, dtype=float)
+    n_heads = weights.shape[0]
+    nrows = -(-n_heads // ncols)
+    figure, axes = plt.subplots(nrows, ncols, figsize=(panel_size * ncols * 1.1, panel_size * nrows),
+                                squeeze=False)
+    for head, ax in enumerate(axes.flat):
+        if head >= n_heads:
+            ax.axis("off")
+            continue
+        attention_heatmap(weights[head], query_labels, key_labels, ax=ax, annotate=False,
+                          title=titles[head] if titles is not None else f"head {head}")
+        ax.tick_params(labelsize=label_size)
+        ax.xaxis.label.set_size(label_size + 2)
+        ax.yaxis.label.set_size(label_size + 2)
+    if suptitle:
+        figure.suptitle(suptitle)
+    figure.tight_layout()
+    return axes

@@ -31,3 +31,26 @@ def lookup_explorer(soft_lookup, keys, values, key_labels, query=None, value_lab
     controls = {f"q{i}": s for i, s in enumerate(component_sliders)} | {"temperature": temperature_slider}
     output = widgets.interactive_output(draw, controls)
     return widgets.VBox([widgets.HBox(component_sliders[:4]), widgets.HBox(component_sliders[4:] + [temperature_slider]), output])
+
+
+def head_explorer(layer_weights, labels, layer=None, head=0):
+    """Sliders for layer and head over a forward pass's weights (list over layers of [H, T, T])."""
+    n_layers, n_heads = len(layer_weights), np.shape(layer_weights[0])[0]
+    layer_slider = widgets.IntSlider(value=n_layers - 1 if layer is None else layer, min=0, max=n_layers - 1,
+                                     description="layer")
+    head_slider = widgets.IntSlider(value=head, min=0, max=n_heads - 1, description="head")
+
+    def draw(layer, head):
+        weights = np.asarray(layer_weights[layer][head], dtype=float)
+        figure, (left, right) = plt.subplots(1, 2, figsize=(13, 5.5), gridspec_kw={"width_ratios": [3, 2]})
+        plots.attention_heatmap(weights, labels, labels, ax=left, annotate=False,
+                                title=f"layer {layer}, head {head}: rows are queries")
+        left.tick_params(labelsize=6)
+        plots.weights_bar(weights[-1], labels, ax=right, title=f"last token ({labels[-1]!r}) looks at",
+                          ylim=(0, max(0.05, weights[-1].max() * 1.1)))
+        right.tick_params(axis="x", labelsize=6, rotation=90)
+        figure.tight_layout()
+        plt.show()
+
+    output = widgets.interactive_output(draw, {"layer": layer_slider, "head": head_slider})
+    return widgets.VBox([widgets.HBox([layer_slider, head_slider]), output])
