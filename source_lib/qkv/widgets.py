@@ -54,3 +54,34 @@ def head_explorer(layer_weights, labels, layer=None, head=0):
 
     output = widgets.interactive_output(draw, {"layer": layer_slider, "head": head_slider})
     return widgets.VBox([widgets.HBox([layer_slider, head_slider]), output])
+
+
+def scaling_explorer(scale_for_unit_variance, entropy, n_keys=8, max_d_k=1024, seed=0):
+    """A d_k slider: one random query's weights over random keys, without and with the 1/sqrt(d_k) scale.
+
+    The query and keys are drawn once at max_d_k and cut to the first d_k components, so moving the
+    slider adds components to the same vectors. softmax is the library's; the scale and the entropy
+    in the titles come from the functions passed in (the student's).
+    """
+    from qkv.attention import softmax
+
+    rng = np.random.default_rng(seed)
+    query, keys = rng.standard_normal(max_d_k), rng.standard_normal((n_keys, max_d_k))
+    labels = [f"k{i}" for i in range(n_keys)]
+    d_k_slider = widgets.SelectionSlider(options=[2 ** i for i in range(int(np.log2(max_d_k)) + 1)],
+                                         value=min(64, max_d_k), description="d_k")
+
+    def draw(d_k):
+        scores = keys[:, :d_k] @ query[:d_k]  # [n_keys]: unit-variance q.k, variance d_k
+        figure, axes = plt.subplots(1, 2, figsize=(10, 3))
+        for ax, factor, label in ((axes[0], 1.0, "unscaled: softmax(q.k)"),
+                                  (axes[1], scale_for_unit_variance(d_k), "scaled: softmax(q.k / sqrt(d_k))")):
+            weights = softmax(scores * factor)
+            plots.weights_bar(weights, labels, ax=ax,
+                              title=f"{label}\nmax {weights.max():.3f}, entropy {float(entropy(weights)):.3f} nats")
+        figure.suptitle(f"d_k = {d_k}: scores range over [{scores.min():.1f}, {scores.max():.1f}]", y=1.02)
+        figure.tight_layout()
+        plt.show()
+
+    output = widgets.interactive_output(draw, {"d_k": d_k_slider})
+    return widgets.VBox([d_k_slider, output])
