@@ -6,8 +6,10 @@ naming the call, what was expected and what came back. Visible checks (qkv.check
 instructor's hidden tests (autograde/qkv_grading) are both thin layers over `check_against`.
 """
 import contextlib
+import linecache
 import os
 import sys
+import traceback
 
 import numpy as np
 
@@ -94,12 +96,24 @@ def call(fn, *args, name=None, allowed=(), **kwargs):
     except Hint:
         raise
     except Exception as error:
-        raise Hint(f"{shown} raised {type(error).__name__}: {error}") from error
+        raise Hint(f"{shown} raised {type(error).__name__}: {error}{_where(error)}") from error
     if offenders:
         used = ", ".join(sorted(set(offenders)))
         raise Hint(f"{shown} calls qkv's reference `{used}`; the exercise is to compute it yourself "
                    f"with numpy.")
     return result
+
+
+def _where(error):
+    """' (your line 4: `return x @ k`)' for the innermost frame of the student's own code."""
+    own = [frame for frame in traceback.extract_tb(error.__traceback__)
+           if not frame.filename.startswith(_PACKAGE_DIR) and "site-packages" not in frame.filename
+           and not frame.filename.endswith("checking.py")]
+    if not own:
+        return ""
+    frame = own[-1]
+    line = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip()
+    return f" (in your code, line {frame.lineno}: `{line}`)" if line else ""
 
 
 # ---------------------------------------------------------------- validating what came back
@@ -246,3 +260,26 @@ def answered_number(answer, name):
     """Visible check of a numeric answer's form; its correctness is graded in hidden tests."""
     value = expect_number(answer, f"`{name}`")
     print(f"{name}: answer recorded ({value:.6g}); it is graded when the notebook is collected.")
+
+
+# ---------------------------------------------------------------- short failures in notebooks
+
+def _show_hint(shell, etype, value, tb, tb_offset=None):
+    # A Hint is the whole message: a traceback through the checking code would only bury it (and
+    # would print the hidden tests' source into the student's feedback).
+    short = [f"\x1b[0;31m{etype.__name__}\x1b[0m: {value}"]
+    shell._showtraceback(etype, value, short)  # IPython leaves displaying a custom traceback to us
+    return short
+
+
+def _install_short_hints():
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.set_custom_exc((Hint,), _show_hint)
+
+
+_install_short_hints()
