@@ -92,6 +92,8 @@ QWEN25_05B = AttentionShape("Qwen2.5-0.5B", n_layers=24, d_model=896, n_heads=14
 
 def as_multi_head(config):
     # the same model with one key/value head per query head: what the KV cache would be without GQA
+    if config.n_kv_heads == config.n_heads:
+        return config
     return AttentionShape(getattr(config, "name", "model") + " as MHA", config.n_layers, config.d_model,
                           config.n_heads, config.n_heads, config.d_head)
 

@@ -1,0 +1,254 @@
+"""Visible checks for lesson 05, heads: multi-head and grouped-query attention."""
+import numpy as np
+
+from qkv import attention as ref_attention, heads as ref
+from qkv.checking import Hint, call, call_text, check_against, expect_array, expect_number
+
+# The exercises hand out the library's softmax and masked softmax: the lesson is about heads, not softmax.
+TOOLS = (ref_attention.softmax, ref_attention.masked_softmax)
+
+
+# ---------------------------------------------------------------- split_heads / merge_heads
+
+def _split_interleaved(x, n_heads):
+    # reshape to [T, d_head, H]: head h gets every H-th column
+    x = np.asarray(x, dtype=float)
+    T, width = x.shape
+    return x.reshape(T, width // n_heads, n_heads).transpose(2, 0, 1)
+
+
+def _split_without_transpose(x, n_heads):
+    x = np.asarray(x, dtype=float)
+    T, width = x.shape
+    return x.reshape(n_heads, T, width // n_heads)
+
+
+SPLIT_HEADS_MISTAKES = [
+    (_split_interleaved,
+     "head h holds every n_heads-th column instead of a block of d_head neighbouring columns: reshape to "
+     "[T, n_heads, d_head] (heads before d_head), then move the head axis to the front."),
+    (_split_without_transpose,
+     "the shape is right but each head mixes several tokens: x.reshape(n_heads, T, d_head) cuts the "
+     "flattened array in the wrong place. Reshape to [T, n_heads, d_head] first, then transpose to "
+     "[n_heads, T, d_head]."),
+]
+
+
+def _merge_interleaved(x):
+    x = np.asarray(x, dtype=float)
+    n_heads, T, d_head = x.shape
+    return x.transpose(1, 2, 0).reshape(T, n_heads * d_head)
+
+
+def _merge_without_transpose(x):
+    x = np.asarray(x, dtype=float)
+    n_heads, T, d_head = x.shape
+    return x.reshape(T, n_heads * d_head)
+
+
+MERGE_HEADS_MISTAKES = [
+    (_merge_interleaved,
+     "the columns of the heads are interleaved: head 0's d_head numbers must come first, side by side, then "
+     "head 1's, and so on (transpose to [T, n_heads, d_head] before reshaping)."),
+    (_merge_without_transpose,
+     "the shape is right but rows mix tokens: reshaping [n_heads, T, d_head] straight to [T, ...] does not "
+     "move the head axis. Transpose to [T, n_heads, d_head] first."),
+    (lambda x: ref.merge_heads(np.asarray(x)[::-1]),
+     "the heads are concatenated in reverse order: head 0 must own the first d_head columns."),
+]
+
+
+def split_heads(student_split_heads):
+    x = np.arange(24, dtype=float).reshape(2, 12)  # T=2, 3 heads of 4: column c belongs to head c // 4
+    check = dict(name="split_heads", diagnoses=SPLIT_HEADS_MISTAKES)
+    check_against(student_split_heads, ref.split_heads, (x, 3), **check)
+    check_against(student_split_heads, ref.split_heads, (np.random.default_rng(5).normal(size=(4, 12)), 2), **check)
+    check_against(student_split_heads, ref.split_heads, (x, 1), **check)
+    print("split_heads: all visible checks passed.")
+
+
+def merge_heads(student_merge_heads):
+    heads = np.arange(24, dtype=float).reshape(3, 2, 4)
+    check = dict(name="merge_heads", diagnoses=MERGE_HEADS_MISTAKES)
+    check_against(student_merge_heads, ref.merge_heads, (heads,), **check)
+    check_against(student_merge_heads, ref.merge_heads, (np.random.default_rng(6).normal(size=(2, 5, 3)),), **check)
+    x = np.random.default_rng(7).normal(size=(3, 12))
+    got = student_merge_heads(ref.split_heads(x, 4))
+    if not np.allclose(np.asarray(got, dtype=float), x):
+        raise Hint("merge_heads(split_heads(x, 4)) does not give back x: merging must undo splitting exactly.")
+    print("merge_heads: all visible checks passed (and it undoes split_heads).")
+
+
+# ---------------------------------------------------------------- multi_head_attention
+
+def _mha(X, W_Q, W_K, W_V, W_O, n_heads, mask=None, scale_width=None, project_output=True, use_mask=True,
+         split=ref.split_heads, heads=None):
+    """Multi-head attention with one thing changed, to recognise a mistake."""
+    Q, K, V = (np.asarray(X, dtype=float) @ np.asarray(W, dtype=float) for W in (W_Q, W_K, W_V))
+    n = n_heads if heads is None else heads
+    q, k, v = split(Q, n), split(K, n), split(V, n)
+    width = q.shape[-1] if scale_width is None else scale_width(X, Q, q)
+    weights = ref_attention.masked_softmax(q @ k.swapaxes(-1, -2) / np.sqrt(width), mask if use_mask else None)
+    merged = ref.merge_heads(weights @ v)
+    return merged @ np.asarray(W_O, dtype=float) if project_output else merged
+
+
+MULTI_HEAD_ATTENTION_MISTAKES = [
+    (lambda *a, **k: _mha(*a, **k, scale_width=lambda X, Q, q: np.shape(X)[-1]),
+     "the scores are divided by sqrt(d_model). Each head compares d_head-dimensional vectors, so divide by "
+     "sqrt(d_head)."),
+    (lambda *a, **k: _mha(*a, **k, scale_width=lambda X, Q, q: Q.shape[-1]),
+     "the scores are divided by sqrt(n_heads * d_head), the width of all heads together. Each head compares "
+     "d_head-dimensional vectors, so divide by sqrt(d_head)."),
+    (lambda *a, **k: _mha(*a, **k, scale_width=lambda X, Q, q: 1.0),
+     "the scores are not scaled: divide q @ k^T by sqrt(d_head) before the softmax."),
+    (lambda *a, **k: _mha(*a, **k, project_output=False),
+     "this is the concatenation of the heads without the output projection: multiply the merged heads by W_O."),
+    (lambda *a, **k: _mha(*a, **k, use_mask=False),
+     "the result does not depend on the mask: pass `mask` to masked_softmax so masked keys get weight 0."),
+    (lambda *a, **k: _mha(*a, **k, heads=1),
+     "this is ONE attention over the full width: split Q, K and V into n_heads heads first."),
+    (lambda *a, **k: _mha(*a, **k, split=_split_interleaved),
+     "the heads are cut from interleaved columns: does your split_heads pass its own check?"),
+]
+
+
+def _mha_case(rng, T, d_model, n_heads, d_head):
+    X = rng.normal(size=(T, d_model))
+    W_Q, W_K, W_V = (rng.normal(size=(d_model, n_heads * d_head)) / np.sqrt(d_model) * 2 for _ in range(3))
+    W_O = rng.normal(size=(n_heads * d_head, d_model)) / np.sqrt(n_heads * d_head)
+    return X, W_Q, W_K, W_V, W_O, n_heads
+
+
+def causal(T):
+    return np.tril(np.ones((T, T), dtype=bool))
+
+
+def multi_head_attention(student_mha):
+    rng = np.random.default_rng(50)
+    check = dict(name="multi_head_attention", diagnoses=MULTI_HEAD_ATTENTION_MISTAKES, allowed=TOOLS)
+    check_against(student_mha, ref.multi_head_attention, _mha_case(rng, 4, 6, 2, 3), **check)
+    check_against(student_mha, ref.multi_head_attention, _mha_case(rng, 5, 8, 4, 2), {"mask": causal(5)}, **check)
+    check_against(student_mha, ref.multi_head_attention, _mha_case(rng, 3, 6, 1, 6), {"mask": causal(3)}, **check)
+    print("multi_head_attention: all visible checks passed.")
+
+
+# ---------------------------------------------------------------- grouped_query_attention
+
+def _gqa(q, k, v, mask=None, kv_index=None, scale_width=None, use_mask=True):
+    """Grouped-query attention with one thing changed, to recognise a mistake."""
+    q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))
+    n_q, n_kv = q.shape[0], k.shape[0]
+    index = np.arange(n_q) // (n_q // n_kv) if kv_index is None else kv_index(np.arange(n_q), n_q, n_kv)
+    width = q.shape[-1] if scale_width is None else scale_width(q)
+    weights = ref_attention.masked_softmax(q @ k[index].swapaxes(-1, -2) / np.sqrt(width),
+                                           mask if use_mask else None)
+    return weights @ v[index]
+
+
+GROUPED_QUERY_ATTENTION_MISTAKES = [
+    (lambda *a, **k: _gqa(*a, **k, kv_index=lambda h, n_q, n_kv: h % n_kv),
+     "query head h used key/value head h % H_kv (what np.tile gives: 0, 1, 2, 0, 1, 2, ...). Consecutive query "
+     "heads form a group: head h reads key/value head h // (H_q // H_kv), which is what np.repeat gives "
+     "(0, 0, 1, 1, 2, 2, ...)."),
+    (lambda *a, **k: _gqa(*a, **k, kv_index=lambda h, n_q, n_kv: h // n_kv),
+     "query head h used key/value head h // H_kv; the divisor is the group size H_q // H_kv."),
+    (lambda *a, **k: _gqa(*a, **k, scale_width=lambda q: q.shape[0] * q.shape[-1]),
+     "the scores are divided by sqrt(H_q * d_head), the model's width. Each head compares d_head-dimensional "
+     "vectors, so divide by sqrt(d_head)."),
+    (lambda *a, **k: _gqa(*a, **k, scale_width=lambda q: 1.0),
+     "the scores are not scaled: divide q @ k^T by sqrt(d_head) before the softmax."),
+    (lambda *a, **k: _gqa(*a, **k, use_mask=False),
+     "the result does not depend on the mask: pass `mask` to masked_softmax so masked keys get weight 0."),
+]
+
+
+def gqa_case(rng, n_q, n_kv, T, d_head, T_k=None):
+    T_k = T if T_k is None else T_k
+    return (rng.normal(size=(n_q, T, d_head)) * 1.5, rng.normal(size=(n_kv, T_k, d_head)) * 1.5,
+            rng.normal(size=(n_kv, T_k, d_head)))
+
+
+def grouped_query_attention(student_gqa):
+    rng = np.random.default_rng(51)
+    check = dict(name="grouped_query_attention", diagnoses=GROUPED_QUERY_ATTENTION_MISTAKES, allowed=TOOLS)
+    check_against(student_gqa, ref.grouped_query_attention, gqa_case(rng, 4, 2, 3, 2), **check)
+    check_against(student_gqa, ref.grouped_query_attention, gqa_case(rng, 6, 3, 4, 3), {"mask": causal(4)}, **check)
+    check_against(student_gqa, ref.grouped_query_attention, gqa_case(rng, 3, 3, 4, 2), {"mask": causal(4)}, **check)
+    check_against(student_gqa, ref.grouped_query_attention, gqa_case(rng, 4, 1, 4, 2), {"mask": causal(4)}, **check)
+    print("grouped_query_attention: all visible checks passed.")
+
+
+# ---------------------------------------------------------------- kv_cache_bytes_per_token
+
+KV_CACHE_MISTAKES = [
+    (lambda c, b: c.n_layers * c.n_kv_heads * c.d_head * b,
+     "this is half the answer: the cache keeps a key AND a value for every key/value head (a factor 2)."),
+    (lambda c, b: 2 * c.n_layers * c.n_heads * c.d_head * b,
+     "this counts one cached head per QUERY head; with grouped-query attention only n_kv_heads key/value heads "
+     "are computed and kept."),
+    (lambda c, b: c.n_layers * c.n_heads * c.d_head * b,
+     "this counts one head per query head and forgets that K and V are both kept (factor 2)."),
+    (lambda c, b: 2 * c.n_layers * c.n_kv_heads * c.d_head,
+     "this counts numbers, not bytes: multiply by bytes_per_element."),
+    (lambda c, b: 2 * c.n_layers * c.n_kv_heads * c.d_head * b * 8,
+     "this counts bits, not bytes: bytes_per_element is already in bytes."),
+    (lambda c, b: 2 * c.n_kv_heads * c.d_head * b,
+     "this is one layer's cache: every layer keeps its own keys and values."),
+]
+
+
+def kv_cache_bytes_per_token(student_kv_bytes):
+    check = dict(name="kv_cache_bytes_per_token", diagnoses=KV_CACHE_MISTAKES)
+    toy = ref.AttentionShape("toy", n_layers=4, d_model=48, n_heads=6, n_kv_heads=2, d_head=8)
+    check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (toy, 2), **check)
+    check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (ref.as_multi_head(toy), 4), **check)
+    print("kv_cache_bytes_per_token: all visible checks passed.")
+
+
+# ---------------------------------------------------------------- the student's GQA inside SmolLM2
+
+VISIBLE_PROMPT = "The capital of France is"
+
+
+def _student_attention(student_gqa):
+    """Wrap the student's function for model.forward: each call is checked like any graded call."""
+    def attention(q, k, v, mask):
+        shown = call_text("grouped_query_attention", (q, k, v, mask))
+        result = call(student_gqa, q, k, v, mask, name="grouped_query_attention", allowed=TOOLS)
+        return expect_array(result, q.shape, f"inside SmolLM2, {shown}").astype(np.float32)
+    return attention
+
+
+def plugged_into_smollm2(student_gqa, prompt=VISIBLE_PROMPT, atol=2e-3):
+    """SmolLM2 with the student's attention in all 30 layers must predict what it predicts with qkv's."""
+    from qkv import model
+
+    m = model.load()
+    ids = model.encode(m, prompt)
+    reference = model.forward(m, ids).logits
+    try:
+        ours = model.forward(m, ids, attention=_student_attention(student_gqa)).logits
+    except Hint:
+        raise
+    except ValueError as error:
+        raise Hint(f"SmolLM2 could not run with your grouped_query_attention: {error}") from None
+    expected_id, got_id = int(np.argmax(reference[-1])), int(np.argmax(ours[-1]))
+    gap = float(np.max(np.abs(ours - reference)))
+    expect_number(gap, "the largest logit difference")
+    words = model.tokens(m, [expected_id, got_id])
+    if got_id != expected_id:
+        raise Hint(f"with your grouped_query_attention SmolLM2 predicts {words[1]!r} after {prompt!r}; with the "
+                   f"reference it predicts {words[0]!r}. The largest logit difference is {gap:.3g}: check which "
+                   f"key/value head each query head reads (h // (H_q // H_kv)) and the sqrt(d_head) scale.")
+    if gap > atol:
+        raise Hint(f"SmolLM2 with your grouped_query_attention still predicts {words[0]!r} after {prompt!r}, but "
+                   f"its logits differ from the reference by up to {gap:.3g} (allowed {atol:g}). Nearly right is "
+                   f"not right: check the grouping (h // (H_q // H_kv)), the scale (sqrt(d_head)) and the mask.")
+    return words[0], gap
+
+
+def smollm2(student_gqa):
+    word, gap = plugged_into_smollm2(student_gqa)
+    print(f"SmolLM2 with your grouped_query_attention in all its layers predicts {word!r} after "
+          f"{VISIBLE_PROMPT!r}, like the reference; largest logit difference {gap:.2g}.")
