@@ -1,0 +1,106 @@
+"""The check machinery: every way a student's function can go wrong becomes one clear sentence."""
+import numpy as np
+import pytest
+
+from qkv import attention
+from qkv.checking import Hint, call, check_against, expect_array
+
+X = np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]])
+
+
+def hint_for(student, reference=attention.softmax, args=(X,)):
+    with pytest.raises(Hint) as caught:
+        check_against(student, reference, args, name="softmax")
+    message = str(caught.value)
+    assert "\n" not in message, "a hint is one line"
+    return message
+
+
+def test_none_is_named_with_the_expected_shape():
+    assert hint_for(lambda x: None) == ("softmax(array(2, 3) float64) returned None; expected an array of "
+                                        "shape (2, 3). Is a `return` missing?")
+
+
+def own_softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_list_tuple_scalar_and_wrong_shape():
+    assert "returned a list; expected an array of shape (2, 3)" in hint_for(lambda x: own_softmax(x).tolist())
+    assert "returned a tuple" in hint_for(lambda x: (1, 2))
+    assert "returned the single number 1.0; expected an array of shape (2, 3)" in hint_for(lambda x: 1.0)
+    assert "returned shape (3, 2); expected (2, 3)" in hint_for(lambda x: own_softmax(x).T.copy())
+
+
+def test_nan_and_non_numeric():
+    assert "returned NaN in its result; expected finite numbers" in hint_for(lambda x: np.full((2, 3), np.nan))
+    assert "returned values of type <U1" in hint_for(lambda x: np.full((2, 3), "a"))
+
+
+def test_exceptions_name_the_student_line():
+    def broken(x):
+        y = x @ np.ones((4, 4))  # wrong inner dimension
+        return y
+    message = hint_for(broken)
+    assert message.startswith("softmax(array(2, 3) float64) raised ValueError: matmul")
+    assert "line" in message and "x @ np.ones((4, 4))" in message
+
+
+def test_blank_stub_says_not_written_yet():
+    def softmax(x, axis=-1):
+        raise NotImplementedError()
+    assert "`softmax` is not written yet" in hint_for(softmax)
+
+
+def test_the_reference_itself_or_a_call_into_it_earns_nothing():
+    assert "is qkv's reference implementation, not yours" in hint_for(attention.softmax)
+    assert "calls qkv's reference `softmax`" in hint_for(lambda x: attention.softmax(x))
+    sneaky = attention.softmax
+    assert "calls qkv's reference `softmax`" in hint_for(lambda x: sneaky(np.asarray(x)))
+
+
+def test_allowed_tools_are_not_tripped():
+    def weights(Q, K):
+        return attention.softmax(Q @ K.T / np.sqrt(Q.shape[-1]))
+    Q = np.eye(3)
+    check_against(weights, attention.attention_weights, (Q, Q), allowed=(attention.softmax,))
+    with pytest.raises(Hint, match="calls qkv's reference"):
+        check_against(weights, attention.attention_weights, (Q, Q))
+
+
+def test_tripwire_restores_the_previous_profiler():
+    import sys
+    seen = []
+    sys.setprofile(lambda *a: seen.append(1))
+    try:
+        call(lambda: 1)
+        assert sys.getprofile() is not None
+    finally:
+        sys.setprofile(None)
+
+
+def test_expect_array_accepts_float32_and_ints():
+    assert expect_array(np.ones((2, 2), np.float32), (2, 2), "f()").dtype == np.float64
+    assert expect_array(np.ones(3, int), (None,), "f()").shape == (3,)
+
+
+@pytest.mark.parametrize("fn, args, message", [
+    (attention.attention, (np.ones((2, 4)), np.ones((3, 5)), np.ones((3, 2))), r"Q \(2, 4\) and K \(3, 5\) must share"),
+    (attention.attention, (np.ones((2, 4)), np.ones((3, 4)), np.ones((2, 2))), r"V \(2, 2\) must have one row per key; K is \(3, 4\)"),
+    (attention.project_qkv, (np.ones((5, 8)), np.ones((7, 4)), np.ones((8, 4)), np.ones((8, 4))), r"W_Q must be \[d_model, d\] with d_model = 8 to match X \(5, 8\); got \(7, 4\)"),
+    (attention.masked_softmax, (np.ones((2, 3)), np.ones((3, 3), bool)), r"mask of shape \(3, 3\) does not broadcast to scores of shape \(2, 3\)"),
+    (attention.softmax, ([[1, 2], [3]],), "rectangular"),
+    (attention.softmax, (np.array(["a"]),), "dtype <U1"),
+])
+def test_library_rejects_bad_input_with_shapes_in_the_message(fn, args, message):
+    with pytest.raises(ValueError, match=message):
+        fn(*args)
+
+
+def test_fully_masked_row_gives_zero_weights_and_zero_output_not_nan():
+    mask = np.array([[True, False], [False, False]])
+    w = attention.masked_softmax(np.array([[3.0, 1.0], [2.0, 5.0]]), mask)
+    assert np.array_equal(w, [[1.0, 0.0], [0.0, 0.0]])
+    out = attention.attention(np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 3)), mask)
+    assert np.all(np.isfinite(out)) and np.array_equal(out[1], np.zeros(3))
