@@ -1,0 +1,100 @@
+"""Hidden tests for lesson 03."""
+import numpy as np
+
+from qkv import attention as ref, scaling
+from qkv.checks import lesson03 as visible
+from qkv.checking import check_against
+from qkv_grading import expect_answer, fresh_rng
+
+
+def _seeds(rng, n):
+    return [int(s) for s in rng.choice(2**31, size=n, replace=False)]
+
+
+def dot_product_variance(student_fn):
+    rng = fresh_rng()
+    seed, other_seed, *seeds = _seeds(rng, 6)
+    # the generator is the only source of randomness: same seed -> same number, another seed -> another
+    visible.uses_the_generator(student_fn, int(rng.integers(2, 20)), 300, seed, other_seed)
+    # small n_samples keep every mistake (axis, ddof-free estimators, scaling) far from the right number
+    for (d_k, n_samples), case_seed in zip([(1, 7), (5, 40), (32, 500), (128, 2000)], seeds):
+        visible.compare_variance(student_fn, d_k, n_samples, case_seed)
+    visible.compare_variance(student_fn, int(rng.integers(2, 300)), int(rng.integers(10, 400)), seeds[-1])
+
+
+def scale_for_unit_variance(student_fn):
+    rng = fresh_rng()
+    for d_k in [1, 4, 64, 128, 1000, int(rng.integers(2, 4096)), np.int64(256)]:
+        check_against(student_fn, scaling.scale_for_unit_variance, (d_k,), name="scale_for_unit_variance",
+                      diagnoses=visible.SCALE_MISTAKES, allowed=visible.TOOLS, rtol=1e-6, atol=1e-9)
+
+
+def _random_weights(rng, shape, zeros=0.0):
+    raw = rng.exponential(size=shape) * (rng.random(shape) >= zeros)
+    raw[..., 0] += 1e-3  # no all-zero row
+    return raw / raw.sum(axis=-1, keepdims=True)
+
+
+def entropy(student_fn):
+    rng = fresh_rng()
+    check = dict(name="entropy", diagnoses=visible.ENTROPY_MISTAKES, nonfinite_hint=visible.ENTROPY_ZERO_HINT,
+                 allowed=visible.TOOLS)
+    cases = [
+        _random_weights(rng, 7),
+        _random_weights(rng, (4, 6)),
+        _random_weights(rng, (5, 3), zeros=0.4),
+        _random_weights(rng, (2, 3, 5)),
+        _random_weights(rng, (3, 8)).astype(np.float32),
+        np.full(8, 1 / 8),
+        np.eye(4)[[2, 0, 3]],  # one-hot rows: entropy exactly 0
+        ref.softmax(rng.normal(size=(3, 16)) * 30),  # saturated rows with weights that underflow to 0
+    ]
+    for weights in cases:
+        check_against(student_fn, scaling.entropy, (weights,), **check)
+
+
+def _finite_difference_softmax_jacobian(scores):
+    return scaling.numerical_jacobian(ref.softmax, np.asarray(scores, dtype=np.float64))
+
+
+def softmax_jacobian(student_fn):
+    rng = fresh_rng()
+    check = dict(name="softmax_jacobian", diagnoses=visible.SOFTMAX_JACOBIAN_MISTAKES, allowed=visible.TOOLS,
+                 extra_checks=[visible._rows_sum_to_zero])
+    cases = [rng.normal(size=5), rng.normal(size=2) * 3, rng.normal(size=9).astype(np.float32),
+             np.array([4.0]), np.array([1.0, 1.0, 1.0, 1.0]), (rng.normal(size=6) * 2).tolist()]
+    for scores in cases:
+        # the truth is the finite-difference Jacobian of softmax, not a formula
+        check_against(student_fn, _finite_difference_softmax_jacobian, (scores,), **check)
+    check_against(student_fn, scaling.softmax_jacobian, (np.array([10.0, 20.0, 30.0]),), atol=1e-9, **check)
+
+
+def _finite_difference_query_jacobian(q, K):
+    K = np.asarray(K, dtype=np.float64)
+    d_k = np.shape(q)[-1]
+    return scaling.numerical_jacobian(lambda x: ref.softmax(K @ x / np.sqrt(d_k)), np.asarray(q, np.float64))
+
+
+def query_jacobian(student_fn):
+    rng = fresh_rng()
+    # square K (n_k = d_k) too: there a transposed Jacobian has the right shape and only its values give it away
+    for n_k, d_k in [(5, 3), (3, 8), (4, 4), (6, 6), (1, 3)]:
+        q, K = rng.normal(size=d_k), rng.normal(size=(n_k, d_k))
+        visible.check_query_jacobian(student_fn, _finite_difference_query_jacobian, q, K)
+    q, K = rng.normal(size=6).astype(np.float32), rng.normal(size=(4, 6)).astype(np.float32)
+    visible.check_query_jacobian(student_fn, _finite_difference_query_jacobian, q, K)
+    q, K = rng.normal(size=5) * 4, rng.normal(size=(7, 5))  # large scores: a nearly saturated softmax
+    visible.check_query_jacobian(student_fn, _finite_difference_query_jacobian, q, K, atol=1e-7)
+
+
+ANSWERS = {
+    "why_scale": ("b", None),
+    "without_scaling": ("c", None),
+    "variance_at_128": (128.0, 1e-6),
+    "entropy_uniform_8": (np.log(8), 1e-3),
+}
+
+
+def answer(name, value):
+    correct, tolerance = ANSWERS[name]
+    expect_answer(value, correct, name, tolerance)

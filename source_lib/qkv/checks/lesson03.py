@@ -1,0 +1,239 @@
+"""Visible checks for lesson 03, why attention divides by sqrt(d_k)."""
+import numpy as np
+
+from qkv import attention as ref, scaling
+from qkv.checking import Hint, call, check_against, close, expect_number
+
+# The lesson hands out the library's softmax; every other step is the student's own.
+TOOLS = (ref.softmax,)
+
+
+# ---------------------------------------------------------------- dot_product_variance
+
+def _draw(d_k, n_samples, rng):
+    # the draw the exercise prescribes: all of q, then all of k, from the generator given
+    return rng.standard_normal((n_samples, d_k)), rng.standard_normal((n_samples, d_k))
+
+
+def _dots(d_k, n_samples, rng):
+    q, k = _draw(d_k, n_samples, rng)
+    return np.sum(q * k, axis=1)
+
+
+VARIANCE_MISTAKES = [
+    (lambda d, n, rng: np.var(np.sum(np.multiply(*_draw(d, n, rng)), axis=0)),
+     "the products are summed over the samples (axis 0), not over the d_k components of each pair: each "
+     "dot product q.k sums over axis 1 (or -1), and the variance is taken over the n_samples of them."),
+    (lambda d, n, rng: np.var(np.multiply(*_draw(d, n, rng))),
+     "this is the variance of the single products q_i k_i (about 1), not of the dot products: sum each row "
+     "of q * k first (axis 1), then take the variance over the samples."),
+    (lambda d, n, rng: np.var(np.matmul(*(lambda q, k: (q, k.T))(*_draw(d, n, rng)))),
+     "this is the variance of q @ k.T, every query against every key; the exercise pairs row i of q with "
+     "row i of k only: np.sum(q * k, axis=1)."),
+    (lambda d, n, rng: np.std(_dots(d, n, rng)),
+     "this is the standard deviation (np.std); the exercise asks for the variance (np.var)."),
+    (lambda d, n, rng: np.var(_dots(d, n, rng) / np.sqrt(d)),
+     "the dot products are already divided by sqrt(d_k); this function measures the raw, unscaled q.k."),
+    (lambda d, n, rng: np.mean(_dots(d, n, rng) ** 2),
+     "this is the mean of the squared dot products; the variance subtracts their sample mean first "
+     "(np.var does it for you)."),
+]
+
+IGNORES_GENERATOR = ("two generators made with the same seed gave different results, so q and k are not "
+                     "drawn from `rng`: use rng.standard_normal(...), not np.random.* or a new "
+                     "np.random.default_rng().")
+FIXED_GENERATOR = ("generators with different seeds gave exactly the same result, so the answer does not "
+                   "depend on the `rng` you are given: draw q and k from it rather than from a generator "
+                   "with a fixed seed of your own.")
+
+
+def _variance_shown(d_k, n_samples, seed):
+    return f"dot_product_variance({d_k}, {n_samples}, np.random.default_rng({seed}))"
+
+
+def variance_result(student_fn, d_k, n_samples, seed):
+    """The student's variance for a fresh generator with this seed, validated as one finite number."""
+    shown = _variance_shown(d_k, n_samples, seed)
+    raw = call(student_fn, d_k, n_samples, np.random.default_rng(seed), name="dot_product_variance",
+               allowed=TOOLS)
+    if raw is None:
+        raise Hint(f"{shown} returned None; expected a number. Is a `return` missing?")
+    return expect_number(raw, f"the result of {shown}")
+
+
+def compare_variance(student_fn, d_k, n_samples, seed):
+    """Same seed, same draw: the student's number must equal the reference's (np.var, ddof 0 or 1)."""
+    got = variance_result(student_fn, d_k, n_samples, seed)
+    expected = scaling.dot_product_variance(d_k, n_samples, np.random.default_rng(seed))
+    unbiased = expected * n_samples / (n_samples - 1) if n_samples > 1 else expected
+    if close(got, expected) or close(got, unbiased):
+        return got
+    shown = _variance_shown(d_k, n_samples, seed)
+    for mistake_fn, hint in VARIANCE_MISTAKES:
+        mistaken = mistake_fn(d_k, n_samples, np.random.default_rng(seed))
+        if close(got, mistaken, 1e-4, 1e-6):
+            raise Hint(f"{shown} is wrong: {hint}")
+    raise Hint(f"{shown} returned {got:.6g}; drawing q then k from that generator as the docstring says "
+               f"gives {expected:.6g}. Check the order of the draws (all of q, then all of k) and their "
+               f"shapes (n_samples, d_k).")
+
+
+def uses_the_generator(student_fn, d_k, n_samples, seed, other_seed):
+    first = variance_result(student_fn, d_k, n_samples, seed)
+    again = variance_result(student_fn, d_k, n_samples, seed)
+    if first != again:
+        raise Hint(f"{_variance_shown(d_k, n_samples, seed)}: {IGNORES_GENERATOR}")
+    other = variance_result(student_fn, d_k, n_samples, other_seed)
+    if other == first:
+        raise Hint(f"{_variance_shown(d_k, n_samples, seed)}: {FIXED_GENERATOR}")
+
+
+def dot_product_variance(student_fn):
+    uses_the_generator(student_fn, 8, 500, 0, 1)
+    for d_k, n_samples, seed in [(16, 2000, 0), (3, 50, 1), (1, 10, 2)]:
+        compare_variance(student_fn, d_k, n_samples, seed)
+    got = compare_variance(student_fn, 64, 20000, 3)
+    print(f"dot_product_variance: all visible checks passed; at d_k = 64 you measured {got:.2f}.")
+
+
+# ---------------------------------------------------------------- scale_for_unit_variance
+
+SCALE_MISTAKES = [
+    (lambda d: 1.0 / d, "this is 1/d_k. Multiplying q.k by c multiplies its variance by c^2, so 1/d_k leaves a "
+                        "variance of 1/d_k, not 1: the factor is 1/sqrt(d_k)."),
+    (lambda d: np.sqrt(d), "this is sqrt(d_k), the number attention divides by; return the factor the scores "
+                           "are multiplied by, 1/sqrt(d_k)."),
+    (lambda d: float(d), "this is d_k itself; the factor that brings a variance of d_k back to 1 is 1/sqrt(d_k)."),
+    (lambda d: 1.0 / d ** 2, "this is 1/d_k^2; the factor is 1/sqrt(d_k), because variance scales with the "
+                             "square of the factor."),
+]
+
+
+def scale_for_unit_variance(student_fn):
+    for d_k in (64, 2, 128):
+        check_against(student_fn, scaling.scale_for_unit_variance, (d_k,), name="scale_for_unit_variance",
+                      diagnoses=SCALE_MISTAKES, allowed=TOOLS)
+    print("scale_for_unit_variance: all visible checks passed.")
+
+
+# ---------------------------------------------------------------- entropy
+
+ENTROPY_ZERO_HINT = ("0 * log(0) gave NaN. The term of a zero weight is 0 by definition (w log w -> 0 as w -> 0): "
+                     "leave zero weights out, e.g. with np.where(w > 0, ..., 0) or a mask.")
+
+ENTROPY_MISTAKES = [
+    (lambda w: scaling.entropy(w) / np.log(2),
+     "this is the entropy in bits (log base 2); the exercise measures it in nats: use the natural log, np.log."),
+    (lambda w: scaling.entropy(w) / np.log(10),
+     "this is the entropy with log base 10; the exercise measures it in nats: use the natural log, np.log."),
+    (lambda w: -scaling.entropy(w),
+     "the sign is flipped: log w is negative for weights below 1, so the entropy is MINUS the sum of w log w."),
+    (lambda w: scaling.entropy(w, axis=0),
+     "the sum runs over axis 0; each row (the last axis) is one distribution, so sum along axis -1."),
+    (lambda w: scaling.entropy(w) / np.shape(w)[-1],
+     "this is the mean of -w log w; the entropy is their sum."),
+]
+
+
+def entropy(student_fn):
+    check = dict(name="entropy", diagnoses=ENTROPY_MISTAKES, nonfinite_hint=ENTROPY_ZERO_HINT, allowed=TOOLS)
+    check_against(student_fn, scaling.entropy, (np.array([0.5, 0.5]),), **check)
+    check_against(student_fn, scaling.entropy, (np.array([0.7, 0.2, 0.1]),), **check)
+    check_against(student_fn, scaling.entropy, (np.array([0.0, 1.0, 0.0]),), **check)
+    rows = np.array([[0.7, 0.2, 0.1], [0.25, 0.25, 0.5]])
+    check_against(student_fn, scaling.entropy, (rows,), **check)
+    print(f"entropy: all visible checks passed; uniform weights over 2 keys have {np.log(2):.4f} nats.")
+
+
+# ---------------------------------------------------------------- softmax_jacobian
+
+def _from_weights(fn):
+    return lambda scores: fn(ref.softmax(np.asarray(scores, dtype=float)))
+
+
+SOFTMAX_JACOBIAN_MISTAKES = [
+    (_from_weights(np.diag),
+     "only diag(s) is there: the outer-product term - s s^T is missing, so the off-diagonal entries "
+     "(d s_i / d x_j = -s_i s_j) are 0 and the diagonal is s_i instead of s_i (1 - s_i)."),
+    (_from_weights(lambda s: -np.outer(s, s)),
+     "only - s s^T is there: add diag(s), the s_i of d s_i / d x_i = s_i (1 - s_i)."),
+    (_from_weights(lambda s: np.outer(s, s) - np.diag(s)),
+     "the sign is flipped: the Jacobian is diag(s) - s s^T, positive on the diagonal."),
+    (_from_weights(lambda s: np.diag(s * (1 - s))),
+     "the diagonal s_i (1 - s_i) is right but the off-diagonal entries are 0; they are -s_i s_j."),
+    (lambda x: np.diag(np.asarray(x, float)) - np.outer(x, x),
+     "this is diag(x) - x x^T of the scores themselves; use the weights s = softmax(scores)."),
+    (_from_weights(lambda s: np.diag(s) - np.outer(s, s) / len(s)),
+     "the outer product is divided by n; the Jacobian is exactly diag(s) - s s^T."),
+]
+
+
+def _rows_sum_to_zero(got, args, kwargs):
+    if not np.allclose(got.sum(axis=1), 0, atol=1e-5):
+        return ("a row of the Jacobian does not sum to 0. The weights always sum to 1, so however the scores "
+                "move, the changes of the weights cancel: each row (and column) must sum to 0.")
+    return None
+
+
+def softmax_jacobian(student_fn):
+    check = dict(name="softmax_jacobian", diagnoses=SOFTMAX_JACOBIAN_MISTAKES, allowed=TOOLS,
+                 extra_checks=[_rows_sum_to_zero])
+    check_against(student_fn, scaling.softmax_jacobian, ([1.0, 2.0, 3.0],), **check)
+    check_against(student_fn, scaling.softmax_jacobian, (np.array([0.5, -1.0, 2.0, 0.3]),), **check)
+    check_against(student_fn, scaling.softmax_jacobian, (np.array([0.0, 0.0]),), **check)
+    check_against(student_fn, scaling.softmax_jacobian, (np.array([10.0, 20.0, 30.0]),), atol=1e-9, **check)
+    print("softmax_jacobian: all visible checks passed.")
+
+
+# ---------------------------------------------------------------- query_jacobian
+
+def _scaled(q, K):
+    return np.asarray(K, float) @ np.asarray(q, float) / np.sqrt(np.shape(q)[-1])
+
+
+QUERY_JACOBIAN_MISTAKES = [
+    (lambda q, K: scaling.query_jacobian(q, K).T,
+     "it is transposed. Rows index the weights and columns the query components, J[i, j] = d w_i / d q_j: "
+     "the chain rule gives J_softmax @ K / sqrt(d_k) (shape [n_k, d_k]), not K.T @ J_softmax / sqrt(d_k)."),
+    (lambda q, K: scaling.query_jacobian(q, K, scale=1.0),
+     "the 1/sqrt(d_k) is missing. The scores are K @ q / sqrt(d_k): use them inside the softmax AND multiply "
+     "the chain-rule factor K by 1/sqrt(d_k)."),
+    (lambda q, K: scaling.query_jacobian(q, K, scale=1.0) / np.sqrt(np.shape(q)[-1]),
+     "the chain-rule factor K / sqrt(d_k) is there, but the softmax was taken of the unscaled scores K @ q; "
+     "take it of K @ q / sqrt(d_k)."),
+    (lambda q, K: scaling.query_jacobian(q, K) * np.sqrt(np.shape(q)[-1]),
+     "the weights are right but the chain-rule factor is K instead of K / sqrt(d_k): the scores move by "
+     "K / sqrt(d_k) per unit of the query."),
+    (lambda q, K: scaling.query_jacobian(q, K, scale=1.0 / np.shape(q)[-1]),
+     "the scores are divided by d_k; attention divides them by sqrt(d_k)."),
+    (lambda q, K: np.diag(ref.softmax(_scaled(q, K))) @ np.asarray(K, float) / np.sqrt(np.shape(q)[-1]),
+     "the outer-product term of the softmax Jacobian is missing: use diag(w) - w w^T, not diag(w)."),
+    (lambda q, K: scaling.softmax_jacobian(_scaled(q, K)),
+     "this is the softmax Jacobian with respect to the scores; chain it with d scores / d q = K / sqrt(d_k)."),
+]
+
+
+def _transposed_shape(q, K):
+    return f"returned shape ({np.shape(K)[1]}, {np.shape(K)[0]});"
+
+
+def check_query_jacobian(student_fn, reference_fn, q, K, **kwargs):
+    """check_against, with a sharper hint for the transposed shape [d_k, n_k]."""
+    try:
+        return check_against(student_fn, reference_fn, (q, K), name="query_jacobian",
+                             diagnoses=QUERY_JACOBIAN_MISTAKES, allowed=TOOLS, **kwargs)
+    except Hint as hint:
+        if np.shape(K)[0] != np.shape(K)[1] and _transposed_shape(q, K) in str(hint):
+            raise Hint(f"{hint} That is the transpose: rows index the {np.shape(K)[0]} weights and columns the "
+                       f"{np.shape(K)[1]} query components, J[i, j] = d w_i / d q_j, so the chain rule reads "
+                       f"J_softmax @ K / sqrt(d_k).") from None
+        raise
+
+
+def query_jacobian(student_fn):
+    q = np.array([1.0, 0.0, 1.0, 0.0])
+    K = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
+    check_query_jacobian(student_fn, scaling.query_jacobian, q, K)
+    square = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, -1.0], [3.0, 0.0, 1.0]])
+    check_query_jacobian(student_fn, scaling.query_jacobian, np.array([0.5, -1.0, 1.0]), square)
+    print("query_jacobian: all visible checks passed.")
