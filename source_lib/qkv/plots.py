@@ -90,3 +90,24 @@ def head_heatmaps(weights, query_labels=None, key_labels=None, titles=None, ncol
         figure.suptitle(suptitle)
     figure.tight_layout()
     return axes
+
+
+def mask_grid(mask, query_labels=None, key_labels=None, ax=None, title=None, marks=("✓", "✗")):
+    # bool [n_q, n_k]; rows are queries, columns keys; True (may attend / depends) is drawn ✓, False ✗
+    mask = np.asarray(mask, dtype=bool)
+    n_q, n_k = mask.shape
+    ax = _axes(ax, (max(3.0, 0.5 * n_k + 1.2), max(2.6, 0.45 * n_q + 1.0)))
+    from matplotlib.colors import ListedColormap
+    ax.imshow(mask, cmap=ListedColormap(["#e8e8e8", "#2e8b57"]), vmin=0, vmax=1)
+    ax.set_xticks(range(n_k), key_labels if key_labels is not None else range(n_k), rotation=60, ha="right")
+    ax.set_yticks(range(n_q), query_labels if query_labels is not None else range(n_q))
+    ax.set_xlabel("key (attended to)")
+    ax.set_ylabel("query (attending)")
+    if n_q * n_k <= 400:
+        for i in range(n_q):
+            for j in range(n_k):
+                ax.text(j, i, marks[0] if mask[i, j] else marks[1], ha="center", va="center", fontsize=10,
+                        color="white" if mask[i, j] else "dimgray")
+    if title:
+        ax.set_title(title)
+    return ax

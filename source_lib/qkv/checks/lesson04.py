@@ -1,0 +1,327 @@
+"""Visible checks for lesson 04, the causal mask.
+
+Contracts the checks enforce (stated the same way in the notebook):
+- a mask is a numpy array of dtype bool, True where a query MAY attend a key (rows queries, columns keys);
+- masked_softmax: hidden entries get exactly zero weight, however large their scores; a row with at
+  least one visible key sums to 1; a fully masked row (no visible key) is all zeros, never NaN or uniform;
+- dependence_matrix: D[i, j] is True when adding `delta` to every component of input row j moves some
+  component of output row i by more than `tol`.
+"""
+import numpy as np
+
+from qkv import attention as ref, masking
+from qkv.checking import Hint, call, call_text, check_against, expect_array
+
+WORDS = ["Hà", "Nội", "là", "thủ", "đô"]
+
+
+# ---------------------------------------------------------------- boolean results (masks, dependence)
+
+def check_boolean(student_fn, reference_fn, args, name, diagnoses=(), require_bool=True, meaning="", allowed=()):
+    """The student's boolean array must equal the reference's; known mistakes are named.
+
+    require_bool: masks must have dtype bool (they are combined with & and ~); otherwise 0/1 numbers pass.
+    meaning: how to read an entry, said when pointing at a wrong one ("query i may attend key j").
+    """
+    shown = call_text(name, args)
+    expected = np.asarray(reference_fn(*args), dtype=bool)
+    raw = call(student_fn, *args, name=name, allowed=allowed)
+    values = expect_array(raw, expected.shape, shown)
+    if not np.all((values == 0) | (values == 1)):
+        raise Hint(f"{shown} returned values other than True/False (or 0/1); expected a boolean array.")
+    got = values.astype(bool)
+    if not np.array_equal(got, expected):
+        for mistake_fn, hint in diagnoses:
+            try:
+                mistaken = np.asarray(mistake_fn(*args), dtype=bool)
+            except Exception:
+                continue
+            if mistaken.shape == got.shape and np.array_equal(mistaken, got):
+                raise Hint(f"{shown} is wrong: {hint}")
+        index = tuple(int(i) for i in np.argwhere(got != expected)[0])
+        raise Hint(f"{shown} is wrong at index {index}: got {got[index]}, expected {expected[index]}"
+                   f"{' (' + meaning + ')' if meaning else ''}.")
+    if require_bool and np.asarray(raw).dtype != bool:
+        raise Hint(f"{shown} has the right pattern but dtype {np.asarray(raw).dtype}; a mask must be boolean "
+                   f"(it is combined with & and ~): build it from a comparison, or finish with .astype(bool).")
+    return got
+
+
+def quietly(reference_fn):
+    """The reference, without the harmless overflow warning of exp on hidden entries that are then dropped."""
+    def reference(*args, **kwargs):
+        with np.errstate(over="ignore"):
+            return reference_fn(*args, **kwargs)
+    return reference
+
+
+# ---------------------------------------------------------------- causal_mask
+
+def _tril(T, k=0):
+    return np.tril(np.ones((T, T), dtype=bool), k)
+
+
+CAUSAL_MASK_MISTAKES = [
+    (lambda T: np.triu(np.ones((T, T), dtype=bool)),
+     "query i may attend keys j >= i, its future: the lower triangle is hidden instead of the upper. "
+     "A causal mask is True on and BELOW the diagonal."),
+    (lambda T: _tril(T, -1),
+     "the diagonal is False, so no position may attend itself and the first token sees nothing at all. "
+     "Keep the diagonal (np.tril with k=0, or j <= i)."),
+    (lambda T: _tril(T, 1),
+     "query i may attend key i + 1, one step into the future: off by one. The diagonal is the last "
+     "allowed column (k=0, or j <= i rather than j <= i + 1)."),
+    (lambda T: ~_tril(T),
+     "the mask is inverted: True marks the hidden future. True must mean MAY attend."),
+    (lambda T: np.ones((T, T), dtype=bool),
+     "every entry is True, so nothing hides the future."),
+]
+
+
+def causal_mask(student_causal_mask):
+    for T in (5, 1, 3):
+        check_boolean(student_causal_mask, masking.causal_mask, (T,), "causal_mask",
+                      CAUSAL_MASK_MISTAKES, meaning="query i may attend key j exactly when j <= i")
+    print("causal_mask: all visible checks passed.")
+    print(masking.mask_grid_text(student_causal_mask(5), WORDS))
+
+
+# ---------------------------------------------------------------- masked_softmax
+
+def _minus_1e9(scores, mask):
+    return ref.softmax(np.asarray(scores, dtype=np.float64) + np.where(mask, 0.0, -1e9))
+
+
+MASKED_SOFTMAX_MISTAKES = [
+    (lambda s, m: ref.softmax(s) * m,
+     "the hidden entries are 0 but the rows no longer sum to 1: the mask was applied after the softmax. "
+     "Hide the scores before it (np.where(mask, scores, -np.inf)), so the visible ones share all the weight."),
+    (lambda s, m: ref.softmax(np.where(m, s, 0.0)),
+     "hidden keys still receive weight: their scores were set to 0, and 0 is an ordinary score "
+     "(exp(0) = 1). Use -inf, whose exponential is exactly 0."),
+    (lambda s, m: ref.softmax(s),
+     "this is the plain softmax: the mask was ignored."),
+    (lambda s, m: ref.masked_softmax(s, ~np.asarray(m, dtype=bool)),
+     "the weight lands exactly where the mask is False: True means MAY attend, so hide where it is False."),
+    (_minus_1e9,
+     "a row with no visible key came back uniform (1/n each): adding -1e9 hides every key equally, so "
+     "the softmax spreads the weight evenly. The contract for a fully masked row is all zeros: multiply "
+     "the weights by the mask, or set such rows to 0."),
+]
+
+MASKED_SOFTMAX_NONFINITE = (
+    "two usual causes. (1) A fully masked row (no visible key) computed -inf - (-inf) or 0/0; the contract "
+    "for such a row is all zeros, so handle it (e.g. divide only where the sum is > 0). (2) The mask was "
+    "applied after the exponential or softmax: a huge hidden score then pushes every visible weight to 0 "
+    "before the division. Hide the scores first and take the maximum over the visible scores only.")
+
+
+def _masked_softmax_properties(got, args, kwargs):
+    scores, mask = args
+    mask = np.broadcast_to(np.asarray(mask, dtype=bool), np.shape(scores))
+    if np.any(np.abs(got[~mask]) > 1e-9):
+        return "some hidden entries (mask False) received weight; they must get exactly 0."
+    visible_rows = mask.any(axis=-1)
+    sums = got.sum(axis=-1)
+    if not np.allclose(sums[visible_rows], 1, atol=1e-4):
+        return "rows with visible keys do not sum to 1."
+    if np.any(np.abs(got[~visible_rows]) > 1e-9):
+        return "a fully masked row must be all zeros (the contract), not uniform or anything else."
+    return None
+
+
+MASKED_SOFTMAX_REFERENCE = quietly(ref.masked_softmax)
+MASKED_SOFTMAX_CHECK = dict(name="masked_softmax", diagnoses=MASKED_SOFTMAX_MISTAKES,
+                            extra_checks=[_masked_softmax_properties], nonfinite_hint=MASKED_SOFTMAX_NONFINITE,
+                            allowed=(ref.softmax,))
+
+
+def masked_softmax(student_masked_softmax):
+    scores = np.array([[2.0, 1.0, 0.5], [0.3, 1.2, -0.4], [1.0, 0.0, 2.0]])
+    causal = masking.causal_mask(3)
+    check_against(student_masked_softmax, MASKED_SOFTMAX_REFERENCE, (scores, causal), **MASKED_SOFTMAX_CHECK)
+    # the hidden keys have by far the largest scores: they still must not matter
+    loud_future = np.array([[0.0, 900.0, 1000.0], [1.0, 2.0, 800.0], [0.5, 0.5, 0.5]])
+    check_against(student_masked_softmax, MASKED_SOFTMAX_REFERENCE, (loud_future, causal), **MASKED_SOFTMAX_CHECK)
+    # a padded row: nothing visible, so all zeros
+    padded = np.array([[True, True, False], [False, False, False]])
+    check_against(student_masked_softmax, MASKED_SOFTMAX_REFERENCE, (scores[:2], padded), **MASKED_SOFTMAX_CHECK)
+    # one [3, 3] mask for a batch of two score matrices
+    batch = np.stack([scores, scores[::-1]]).astype(np.float32)
+    check_against(student_masked_softmax, MASKED_SOFTMAX_REFERENCE, (batch, causal), **MASKED_SOFTMAX_CHECK)
+    print("masked_softmax: all visible checks passed.")
+
+
+# ---------------------------------------------------------------- causal_self_attention
+
+def _attention_with(weights_of):
+    """A mistaken causal self-attention: weights_of(scaled scores [..., T, T], T) replaces the masked softmax."""
+    def mistaken(X, W_Q, W_K, W_V):
+        Q, K, V = ref.project_qkv(X, W_Q, W_K, W_V)
+        return weights_of(ref.scaled_scores(Q, K), np.shape(X)[-2]) @ V
+    return mistaken
+
+
+def _unscaled(X, W_Q, W_K, W_V):
+    Q, K, V = ref.project_qkv(X, W_Q, W_K, W_V)
+    return ref.masked_softmax(ref.dot_scores(Q, K), masking.causal_mask(np.shape(X)[-2])) @ V
+
+
+CAUSAL_ATTENTION_MISTAKES = [
+    (lambda X, W_Q, W_K, W_V: ref.self_attention(X, W_Q, W_K, W_V),
+     "early outputs mix in later positions: this is attention without the causal mask."),
+    (_unscaled, "the scores are not divided by sqrt(d_k), the size of a query/key vector."),
+    (_attention_with(lambda s, T: ref.softmax(s) * masking.causal_mask(T)),
+     "the weights were masked after the softmax, so each row sums to less than 1. Hide the future scores "
+     "before the softmax."),
+    (_attention_with(lambda s, T: ref.softmax(np.where(masking.causal_mask(T), s, 0.0))),
+     "the future still gets weight: its scores were set to 0 (an ordinary score) instead of -inf."),
+    (_attention_with(lambda s, T: ref.masked_softmax(s, _tril(T, -1))),
+     "the first output is zero and every position ignores itself: the diagonal is masked out. Each "
+     "position may attend itself (j <= i)."),
+    (_attention_with(lambda s, T: ref.masked_softmax(s, np.triu(np.ones((T, T), dtype=bool)))),
+     "the outputs read the future, not the past: the lower triangle was masked instead of the upper."),
+    (_attention_with(lambda s, T: ref.masked_softmax(s, _tril(T, 1))),
+     "each position also reads the next one: the mask is off by one (j <= i + 1)."),
+]
+
+CAUSAL_ATTENTION_NONFINITE = (
+    "a row of the weights had no visible key (is the diagonal masked out?) and turned into NaN, or the "
+    "future was hidden after an exponential that overflowed. Position i must see keys 0..i.")
+
+CAUSAL_ATTENTION_REFERENCE = quietly(masking.causal_self_attention)
+CAUSAL_ATTENTION_CHECK = dict(name="causal_self_attention", diagnoses=CAUSAL_ATTENTION_MISTAKES,
+                              nonfinite_hint=CAUSAL_ATTENTION_NONFINITE, allowed=(ref.softmax,))
+
+
+def sentence_inputs(seed=4, d_model=6, d_k=4, d_v=3):
+    """Seeded embeddings for the five words of "Hà Nội là thủ đô" and a set of projections."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(len(WORDS), d_model))
+    W_Q, W_K = (rng.normal(size=(d_model, d_k)) / np.sqrt(d_model) for _ in range(2))
+    W_V = rng.normal(size=(d_model, d_v)) / np.sqrt(d_model)
+    return X, W_Q, W_K, W_V
+
+
+def causal_self_attention(student_attention):
+    X, W_Q, W_K, W_V = sentence_inputs()
+    check_against(student_attention, CAUSAL_ATTENTION_REFERENCE, (X, W_Q, W_K, W_V), **CAUSAL_ATTENTION_CHECK)
+    check_against(student_attention, CAUSAL_ATTENTION_REFERENCE, (X[:1], W_Q, W_K, W_V), **CAUSAL_ATTENTION_CHECK)
+    batch = np.stack([X, X[::-1]]).astype(np.float32)
+    check_against(student_attention, CAUSAL_ATTENTION_REFERENCE, (batch, W_Q, W_K, W_V), **CAUSAL_ATTENTION_CHECK)
+    print("causal_self_attention: all visible checks passed.")
+
+
+# ---------------------------------------------------------------- padding masks
+
+def _real_keys(lengths, T):
+    return np.arange(T)[None, :] < np.asarray(lengths)[:, None]           # [B, T]
+
+
+def _rows_not_columns(lengths, T):
+    return np.broadcast_to(_real_keys(lengths, T)[:, :, None], (len(lengths), T, T))
+
+
+PADDING_MASK_MISTAKES = [
+    (_rows_not_columns,
+     "the padded QUERIES' rows are hidden, while the padded keys stay visible: the mask is on the wrong "
+     "axis. Padding hides keys, the columns: mask[b, i, j] = j < lengths[b]."),
+    (lambda lengths, T: _real_keys(lengths, T)[:, :, None] & _real_keys(lengths, T)[:, None, :],
+     "the padded queries' rows are hidden as well. Here the padding mask hides keys only (columns); the "
+     "outputs of padded positions are simply ignored later."),
+    (lambda lengths, T: masking.padding_mask(np.minimum(np.asarray(lengths) + 1, T), T),
+     "one padded key per sequence is still visible: off by one (j < lengths[b], not j <= lengths[b])."),
+    (lambda lengths, T: ~masking.padding_mask(lengths, T),
+     "the mask is inverted: True marks the padding. True must mean MAY attend."),
+    (lambda lengths, T: np.ones((len(lengths), T, T), dtype=bool),
+     "every entry is True, so the lengths were ignored."),
+]
+
+CAUSAL_PADDING_MISTAKES = [
+    (lambda lengths, T: masking.padding_mask(lengths, T) | masking.causal_mask(T),
+     "too much is allowed: the two masks were combined with OR. A key is visible only if BOTH allow it (&)."),
+    (lambda lengths, T: masking.padding_mask(lengths, T),
+     "queries still see the future: the causal part is missing."),
+    (lambda lengths, T: np.broadcast_to(masking.causal_mask(T), (len(lengths), T, T)),
+     "padded keys are still visible: the padding part is missing."),
+    (lambda lengths, T: _rows_not_columns(lengths, T) & masking.causal_mask(T),
+     "the padding part hides queries (rows) instead of keys (columns)."),
+]
+
+LENGTHS = [5, 3, 2]
+
+
+def padding_mask(student_padding_mask):
+    for lengths, T in ((LENGTHS, 5), ([1, 4], 4), (np.array([2]), 3)):
+        check_boolean(student_padding_mask, masking.padding_mask, (lengths, T), "padding_mask",
+                      PADDING_MASK_MISTAKES, meaning="in sequence b, key j is visible exactly when j < lengths[b]")
+    print("padding_mask: all visible checks passed.")
+
+
+def causal_padding_mask(student_causal_padding_mask):
+    for lengths, T in ((LENGTHS, 5), ([1, 4], 4), (np.array([3]), 3)):
+        check_boolean(student_causal_padding_mask, masking.causal_padding_mask, (lengths, T),
+                      "causal_padding_mask", CAUSAL_PADDING_MISTAKES,
+                      meaning="key j is visible to query i of sequence b when j <= i and j < lengths[b]")
+    print("causal_padding_mask: all visible checks passed.")
+
+
+# ---------------------------------------------------------------- the future-dependence probe
+
+DEPENDENCE_MISTAKES = [
+    (lambda attend, X: masking.dependence_matrix(attend, X).T,
+     "rows and columns are swapped. D[i, j] answers: does OUTPUT row i change when INPUT row j is nudged? "
+     "Put the change of output i in row i, column j."),
+    (lambda attend, X: np.triu(masking.dependence_matrix(attend, X), 1),
+     "only the future (j > i) is filled in. D records every dependence, on the past and on itself too."),
+    (lambda attend, X: np.zeros((len(X), len(X)), dtype=bool),
+     "nothing depends on anything: is the output computed again on the nudged input and compared with "
+     "the output on the original X?"),
+]
+
+
+def _cumulative_nudges(attend, X, delta=1.0, tol=1e-9):
+    X = np.array(X, dtype=float)
+    baseline = np.asarray(attend(X))
+    depends = np.zeros((len(X), len(X)), dtype=bool)
+    for j in range(len(X)):
+        X[j] += delta  # never undone: row j stays nudged while later rows are probed
+        depends[:, j] = np.abs(np.asarray(attend(X)) - baseline).max(axis=1) > tol
+    return depends
+
+
+DEPENDENCE_MISTAKES.append(
+    (_cumulative_nudges, "the nudges accumulate: nudge a fresh copy of X for every j, so that only row j differs "
+                         "from the original."))
+
+
+def named(fn, name):
+    fn.__name__ = name
+    return fn
+
+
+def probe_targets(W_Q, W_K, W_V):
+    """Attention functions of X whose dependence structure is known: causal, full, and a window of 2."""
+    T_of = lambda X: np.shape(X)[-2]  # noqa: E731
+    window = lambda T: _tril(T) & ~_tril(T, -2)  # keys i-1 and i  # noqa: E731
+    return [
+        named(lambda X: masking.causal_self_attention(X, W_Q, W_K, W_V), "causal_attention"),
+        named(lambda X: ref.self_attention(X, W_Q, W_K, W_V), "unmasked_attention"),
+        named(lambda X: ref.self_attention(X, W_Q, W_K, W_V, mask=window(T_of(X))), "previous_token_attention"),
+    ]
+
+
+PROBE_ALLOWED = (masking.causal_self_attention, ref.self_attention)
+
+
+def check_dependence(student_probe, attend, X):
+    return check_boolean(student_probe, masking.dependence_matrix, (attend, X), "dependence_matrix",
+                         DEPENDENCE_MISTAKES, require_bool=False, allowed=PROBE_ALLOWED,
+                         meaning="D[i, j]: does output i change when input j is nudged?")
+
+
+def dependence_matrix(student_probe):
+    X, W_Q, W_K, W_V = sentence_inputs()
+    for attend in probe_targets(W_Q, W_K, W_V):
+        check_dependence(student_probe, attend, X)
+    print("dependence_matrix: all visible checks passed.")
