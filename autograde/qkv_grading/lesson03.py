@@ -37,8 +37,6 @@ def _random_weights(rng, shape, zeros=0.0):
 
 def entropy(student_fn):
     rng = fresh_rng()
-    check = dict(name="entropy", diagnoses=visible.ENTROPY_MISTAKES, nonfinite_hint=visible.ENTROPY_ZERO_HINT,
-                 allowed=visible.TOOLS)
     cases = [
         _random_weights(rng, 7),
         _random_weights(rng, (4, 6)),
@@ -50,7 +48,7 @@ def entropy(student_fn):
         ref.softmax(rng.normal(size=(3, 16)) * 30),  # saturated rows with weights that underflow to 0
     ]
     for weights in cases:
-        check_against(student_fn, scaling.entropy, (weights,), **check)
+        visible.check_entropy(student_fn, weights)
 
 
 def _finite_difference_softmax_jacobian(scores):
@@ -66,7 +64,9 @@ def softmax_jacobian(student_fn):
     for scores in cases:
         # the truth is the finite-difference Jacobian of softmax, not a formula
         check_against(student_fn, _finite_difference_softmax_jacobian, (scores,), **check)
-    check_against(student_fn, scaling.softmax_jacobian, (np.array([10.0, 20.0, 30.0]),), atol=1e-9, **check)
+    check_against(student_fn, scaling.softmax_jacobian, (np.array([10.0, 20.0, 30.0]),),
+                  # tiny entries judged relatively; 1 - s cancels, so float32 work is only good to ~1e-3
+                  atol=1e-9, rtol=5e-3, **check)
 
 
 def _finite_difference_query_jacobian(q, K):
