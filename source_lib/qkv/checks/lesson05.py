@@ -82,14 +82,14 @@ def merge_heads(student_merge_heads):
 # ---------------------------------------------------------------- multi_head_attention
 
 def _mha(X, W_Q, W_K, W_V, W_O, n_heads, mask=None, scale_width=None, project_output=True, use_mask=True,
-         split=ref.split_heads, heads=None):
+         split=ref.split_heads, heads=None, merge=ref.merge_heads):
     """Multi-head attention with one thing changed, to recognise a mistake."""
     Q, K, V = (np.asarray(X, dtype=float) @ np.asarray(W, dtype=float) for W in (W_Q, W_K, W_V))
     n = n_heads if heads is None else heads
     q, k, v = split(Q, n), split(K, n), split(V, n)
     width = q.shape[-1] if scale_width is None else scale_width(X, Q, q)
     weights = ref_attention.masked_softmax(q @ k.swapaxes(-1, -2) / np.sqrt(width), mask if use_mask else None)
-    merged = ref.merge_heads(weights @ v)
+    merged = merge(weights @ v)
     return merged @ np.asarray(W_O, dtype=float) if project_output else merged
 
 
@@ -108,6 +108,12 @@ MULTI_HEAD_ATTENTION_MISTAKES = [
      "the result does not depend on the mask: pass `mask` to masked_softmax so masked keys get weight 0."),
     (lambda *a, **k: _mha(*a, **k, heads=1),
      "this is ONE attention over the full width: split Q, K and V into n_heads heads first."),
+    (lambda *a, **k: _mha(*a, **k, heads=1, scale_width=lambda X, Q, q: Q.shape[-1] / a[5]),
+     "this is ONE attention over the full width (scaled by sqrt(d_head)): split Q, K and V into n_heads heads "
+     "first, so that each head has its own softmax."),
+    (lambda *a, **k: _mha(*a, **k, merge=lambda x: ref.merge_heads(x[::-1])),
+     "the heads are concatenated in reverse order before W_O: head 0 must own the first d_head columns "
+     "(does your merge_heads pass its own check?)."),
     (lambda *a, **k: _mha(*a, **k, split=_split_interleaved),
      "the heads are cut from interleaved columns: does your split_heads pass its own check?"),
 ]
@@ -239,12 +245,13 @@ def plugged_into_smollm2(student_gqa, prompt=VISIBLE_PROMPT, atol=2e-3):
     words = model.tokens(m, [expected_id, got_id])
     if got_id != expected_id:
         raise Hint(f"with your grouped_query_attention SmolLM2 predicts {words[1]!r} after {prompt!r}; with the "
-                   f"reference it predicts {words[0]!r}. The largest logit difference is {gap:.3g}: check which "
-                   f"key/value head each query head reads (h // (H_q // H_kv)) and the sqrt(d_head) scale.")
+                   f"reference it predicts {words[0]!r} (largest logit difference {gap:.3g}). Check which key/value "
+                   f"head each query head reads (h // (H_q // H_kv)), the sqrt(d_head) scale and the mask.")
     if gap > atol:
-        raise Hint(f"SmolLM2 with your grouped_query_attention still predicts {words[0]!r} after {prompt!r}, but "
-                   f"its logits differ from the reference by up to {gap:.3g} (allowed {atol:g}). Nearly right is "
-                   f"not right: check the grouping (h // (H_q // H_kv)), the scale (sqrt(d_head)) and the mask.")
+        raise Hint(f"with your grouped_query_attention SmolLM2 predicts the same next token {words[0]!r} after "
+                   f"{prompt!r}, but its logits differ from the reference by up to {gap:.3g} (allowed {atol:g}): "
+                   f"the same top token is not proof. Check the grouping (h // (H_q // H_kv)), the scale "
+                   f"(sqrt(d_head)) and the mask.")
     return words[0], gap
 
 
