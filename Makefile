@@ -28,7 +28,7 @@ model: $(VENV)/.installed
 	$(PY) -m qkv.fetch
 
 lab: install
-	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks
+	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 test: install
 	$(PY) -m pytest tests

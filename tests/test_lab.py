@@ -1,0 +1,79 @@
+"""`make lab` as a student meets it: JupyterLab serves the course, with the widgets extension, and a
+kernel started by the server can import qkv and run a lesson's first cell."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from lessons import LESSONS, RELEASE, ROOT
+
+BIN = os.path.dirname(sys.executable)
+TOKEN = "qkv-test-token"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    port = free_port()
+    home = tmp_path_factory.mktemp("home")
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", JUPYTER_RUNTIME_DIR=str(home / "rt"))
+    # the same root as `make lab`; no browser, a fixed token, loopback only
+    process = subprocess.Popen([os.path.join(BIN, "jupyter"), "lab", "--no-browser", f"--port={port}",
+                                "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={TOKEN}",
+                                f"--ServerApp.root_dir={RELEASE}"] + (["--allow-root"] if os.geteuid() == 0 else []),
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(120):
+        try:
+            urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        process.kill()
+        pytest.fail("JupyterLab did not start: " + process.stderr.read()[-2000:])
+    yield base
+    process.terminate()
+    process.wait(timeout=20)
+
+
+def get(url):
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return response.status, response.read().decode()
+
+
+def test_lab_page_and_every_lesson_notebook_are_served(lab):
+    status, page = get(f"{lab}/lab?token={TOKEN}")
+    assert status == 200 and "JupyterLab" in page
+    for lesson in LESSONS:
+        status, body = get(f"{lab}/api/contents/{lesson}/{lesson}.ipynb?token={TOKEN}")
+        notebook = json.loads(body)
+        assert status == 200 and notebook["type"] == "notebook" and notebook["content"]["cells"]
+
+
+def test_widgets_extension_is_installed_for_the_lesson_widgets(lab):
+    _, page = get(f"{lab}/lab?token={TOKEN}")
+    config = json.loads(page.split('id="jupyter-config-data" type="application/json">')[1].split("</script>")[0])
+    extensions = json.dumps(config.get("federated_extensions", []))
+    assert "@jupyter-widgets/jupyterlab-manager" in extensions
+
+
+def test_server_kernel_imports_the_course_library():
+    # the kernel the server starts is the environment's python: it must see qkv (not qkv_grading's tests)
+    out = subprocess.run([os.path.join(BIN, "jupyter"), "kernelspec", "list", "--json"], capture_output=True, text=True)
+    spec = json.loads(out.stdout)["kernelspecs"]["python3"]["spec"]
+    python = spec["argv"][0]
+    python = sys.executable if python in ("python", "python3") else python
+    check = subprocess.run([python, "-c", "import qkv.attention, qkv.plots, qkv.widgets, qkv.checks.lesson01"],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
