@@ -57,19 +57,6 @@ def _random_projections(rng, d_model, d_k, d_v):
     return W_Q, W_K, rng.normal(size=(d_model, d_v)) / np.sqrt(d_model)
 
 
-def _loud_future_input(rng, T, W_Q, W_K, gap=1500.0):
-    """An X whose last token's key matches the first query so well that its (hidden) score beats the
-    first query's only visible score, its own, by `gap`: masking after the softmax underflows."""
-    X = rng.normal(size=(T, W_Q.shape[0]))
-    q0 = X[0] @ W_Q
-    target_key = q0 / (q0 @ q0)                              # a key with q0 . key = 1
-    X[-1] = target_key @ np.linalg.pinv(W_K)                 # X[-1] @ W_K = target_key (d_model >= d_k)
-    d_k = W_Q.shape[1]
-    own = (X[0] @ W_Q) @ (X[0] @ W_K) / np.sqrt(d_k)
-    X[-1] *= (own + gap) * np.sqrt(d_k)
-    return X
-
-
 def causal_self_attention(student_attention):
     rng = fresh_rng()
     check = visible.CAUSAL_ATTENTION_CHECK
@@ -82,7 +69,7 @@ def causal_self_attention(student_attention):
     check_against(student_attention, visible.CAUSAL_ATTENTION_REFERENCE, (batch, *W), **check)
     W32 = tuple(w.astype(np.float32) for w in W)
     check_against(student_attention, visible.CAUSAL_ATTENTION_REFERENCE, (batch.astype(np.float32), *W32), **check)
-    check_against(student_attention, visible.CAUSAL_ATTENTION_REFERENCE, (_loud_future_input(rng, T, W[0], W[1]), *W),
+    check_against(student_attention, visible.CAUSAL_ATTENTION_REFERENCE, (visible.loud_future_input(rng, T, W[0], W[1]), *W),
                   **check)
 
 

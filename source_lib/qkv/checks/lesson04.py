@@ -89,7 +89,8 @@ def causal_mask(student_causal_mask):
 # ---------------------------------------------------------------- masked_softmax
 
 def _minus_1e9(scores, mask):
-    return ref.softmax(np.asarray(scores, dtype=np.float64) + np.where(mask, 0.0, -1e9))
+    scores = np.asarray(scores)
+    return ref.softmax(scores + np.where(mask, 0.0, -1e9).astype(scores.dtype))
 
 
 MASKED_SOFTMAX_MISTAKES = [
@@ -104,9 +105,9 @@ MASKED_SOFTMAX_MISTAKES = [
     (lambda s, m: ref.masked_softmax(s, ~np.asarray(m, dtype=bool)),
      "the weight lands exactly where the mask is False: True means MAY attend, so hide where it is False."),
     (_minus_1e9,
-     "a row with no visible key came back uniform (1/n each): adding -1e9 hides every key equally, so "
-     "the softmax spreads the weight evenly. The contract for a fully masked row is all zeros: multiply "
-     "the weights by the mask, or set such rows to 0."),
+     "a row with no visible key came back with weights, as if nothing were masked (or uniform, in float32): "
+     "adding -1e9 to every score of a row shifts them all equally, and the softmax ignores a common shift. "
+     "The contract for a fully masked row is all zeros: multiply the weights by the mask, or set such rows to 0."),
 ]
 
 MASKED_SOFTMAX_NONFINITE = (
@@ -186,8 +187,10 @@ CAUSAL_ATTENTION_MISTAKES = [
 ]
 
 CAUSAL_ATTENTION_NONFINITE = (
-    "a row of the weights had no visible key (is the diagonal masked out?) and turned into NaN, or the "
-    "future was hidden after an exponential that overflowed. Position i must see keys 0..i.")
+    "either a row of the weights had no visible key (is the diagonal masked out? position i must see keys "
+    "0..i), or the future was hidden after the softmax: when a future score is far larger than the visible "
+    "ones, every visible weight underflows to 0 and the renormalisation divides 0 by 0. Hide the future "
+    "scores before the softmax.")
 
 CAUSAL_ATTENTION_REFERENCE = quietly(masking.causal_self_attention)
 CAUSAL_ATTENTION_CHECK = dict(name="causal_self_attention", diagnoses=CAUSAL_ATTENTION_MISTAKES,
@@ -203,12 +206,27 @@ def sentence_inputs(seed=4, d_model=6, d_k=4, d_v=3):
     return X, W_Q, W_K, W_V
 
 
+def loud_future_input(rng, T, W_Q, W_K, gap=1500.0):
+    """An X [T, d_model] whose last token's key matches the first query so well that this hidden score beats
+    the first query's only visible score, its own, by `gap`: masking after the softmax underflows to 0/0."""
+    X = rng.normal(size=(T, W_Q.shape[0]))
+    q0 = X[0] @ W_Q
+    X[-1] = (q0 / (q0 @ q0)) @ np.linalg.pinv(W_K)           # then q0 . (X[-1] @ W_K) = 1 (d_model >= d_k)
+    d_k = W_Q.shape[1]
+    own = (X[0] @ W_Q) @ (X[0] @ W_K) / np.sqrt(d_k)
+    X[-1] *= (own + gap) * np.sqrt(d_k)
+    return X
+
+
 def causal_self_attention(student_attention):
     X, W_Q, W_K, W_V = sentence_inputs()
     check_against(student_attention, CAUSAL_ATTENTION_REFERENCE, (X, W_Q, W_K, W_V), **CAUSAL_ATTENTION_CHECK)
     check_against(student_attention, CAUSAL_ATTENTION_REFERENCE, (X[:1], W_Q, W_K, W_V), **CAUSAL_ATTENTION_CHECK)
     batch = np.stack([X, X[::-1]]).astype(np.float32)
     check_against(student_attention, CAUSAL_ATTENTION_REFERENCE, (batch, W_Q, W_K, W_V), **CAUSAL_ATTENTION_CHECK)
+    # the last word's key matches the first query far better than anything it may see: it must still not count
+    loud = loud_future_input(np.random.default_rng(0), 5, W_Q, W_K)
+    check_against(student_attention, CAUSAL_ATTENTION_REFERENCE, (loud, W_Q, W_K, W_V), **CAUSAL_ATTENTION_CHECK)
     print("causal_self_attention: all visible checks passed.")
 
 
