@@ -1,0 +1,117 @@
+"""Hidden tests for lesson 02: fresh random inputs, mostly non-square (n_q != n_k, d_k != d_v) so that
+transposes and wrong axes cannot hide, plus float32, lists of lists, large scores and a single key."""
+import numpy as np
+
+from qkv import attention as ref
+from qkv.checks import lesson02 as visible
+from qkv.checking import check_against
+from qkv_grading import expect_answer, fresh_rng
+
+# (n_q, n_k, d_k, d_v): a square case first, where a transposed answer has the right shape and so gets
+# its diagnosis; then non-square ones, where no transposition or wrong axis can pass
+SHAPES = [(4, 4, 4, 4), (3, 5, 4, 2), (6, 2, 8, 3), (1, 7, 16, 5)]
+
+
+def _large_scores(rng):
+    # orthogonal directions of length 60: query i meets key i head on (scaled score ~ 60*60/sqrt(6) ~ 1470,
+    # beyond the 709 where a naive exp overflows) and every other key at a score near 0, so the weights are
+    # one-hot by a wide margin and float32 rounding of the large scores cannot move them
+    directions, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+    Q = 60 * directions[:3]
+    K = 60 * directions[[0, 1, 2, 3]] + 0.5 * rng.normal(size=(4, 6))
+    return Q, K
+
+
+def _query_key_cases(rng, large=False):
+    cases = [(rng.normal(size=(n_q, d_k)), rng.normal(size=(n_k, d_k))) for n_q, n_k, d_k, _ in SHAPES]
+    Q, K = rng.normal(size=(2, 3)), rng.normal(size=(5, 3))
+    cases += [
+        (Q.astype(np.float32), K.astype(np.float32)),
+        (Q.tolist(), K.tolist()),
+        (rng.integers(-3, 4, size=(3, 2)), rng.integers(-3, 4, size=(4, 2))),  # integer inputs
+        (rng.normal(size=(3, 4)), rng.normal(size=(1, 4))),  # a single key
+    ]
+    # after the softmax only: raw scores this large carry float32 rounding errors above the tolerance
+    return cases + [_large_scores(rng)] if large else cases
+
+
+def _attention_cases(rng):
+    cases = [tuple(rng.normal(size=(4, 4)) for _ in range(3))]  # square everywhere, diagnosed first
+    for (Q, K) in _query_key_cases(rng, large=True):
+        n_k, d_v = np.shape(K)[0], int(rng.integers(2, 6))
+        if d_v == np.shape(K)[1]:
+            d_v += 1  # keep d_v != d_k
+        V = rng.normal(size=(n_k, d_v))
+        if isinstance(Q, list):
+            V = V.tolist()
+        elif np.asarray(Q).dtype == np.float32:
+            V = V.astype(np.float32)
+        cases.append((Q, K, V))
+    return cases
+
+
+def dot_scores(student_dot_scores):
+    for args in _query_key_cases(fresh_rng()):
+        check_against(student_dot_scores, ref.dot_scores, args, name="dot_scores",
+                      diagnoses=visible.DOT_SCORES_MISTAKES, allowed=visible.TOOLS)
+
+
+def scaled_scores(student_scaled_scores):
+    for args in _query_key_cases(fresh_rng()):
+        check_against(student_scaled_scores, ref.scaled_scores, args, name="scaled_scores",
+                      diagnoses=visible.SCALED_SCORES_MISTAKES, allowed=visible.TOOLS)
+
+
+def attention_weights(student_attention_weights):
+    for args in _query_key_cases(fresh_rng(), large=True):
+        check_against(student_attention_weights, ref.attention_weights, args, name="attention_weights",
+                      diagnoses=visible.ATTENTION_WEIGHTS_MISTAKES, extra_checks=[visible._rows_sum_to_one],
+                      allowed=visible.TOOLS, nonfinite_hint=visible.NONFINITE)
+
+
+def attention(student_attention):
+    for args in _attention_cases(fresh_rng()):
+        check_against(student_attention, ref.attention, args, name="attention",
+                      diagnoses=visible.ATTENTION_MISTAKES, allowed=visible.TOOLS, nonfinite_hint=visible.NONFINITE)
+
+
+def _projection_cases(rng):
+    # (T, d_model, d_k, d_v); the first is square so that X @ W.T has the right shape and is diagnosed
+    cases = []
+    for T, d_model, d_k, d_v in [(4, 4, 4, 4), (5, 6, 4, 3), (2, 8, 8, 2), (1, 5, 3, 4)]:
+        cases.append((rng.normal(size=(T, d_model)), rng.normal(size=(d_model, d_k)),
+                      rng.normal(size=(d_model, d_k)), rng.normal(size=(d_model, d_v))))
+    X, W_Q, W_K, W_V = rng.normal(size=(3, 5)), *(rng.normal(size=(5, d)) for d in (2, 2, 3))
+    cases.append(tuple(a.astype(np.float32) for a in (X, W_Q, W_K, W_V)))
+    cases.append(tuple(a.tolist() for a in (X, W_Q, W_K, W_V)))
+    return cases
+
+
+def project_qkv(student_project_qkv):
+    for args in _projection_cases(fresh_rng()):
+        check_against(student_project_qkv, ref.project_qkv, args, name="project_qkv",
+                      diagnoses=visible.PROJECT_QKV_MISTAKES, allowed=visible.TOOLS, outputs=("Q", "K", "V"))
+
+
+def self_attention(student_self_attention):
+    rng = fresh_rng()
+    cases = _projection_cases(rng)
+    X, W_Q, W_K, W_V = rng.normal(size=(4, 6)), *(4 * rng.normal(size=(6, d)) for d in (5, 5, 3))
+    cases.append((X, W_Q, W_K, W_V))  # scaled scores near 100: sharp, nearly one-hot weights
+    for args in cases:
+        check_against(student_self_attention, ref.self_attention, args, name="self_attention",
+                      diagnoses=visible.SELF_ATTENTION_MISTAKES, allowed=visible.TOOLS,
+                      nonfinite_hint=visible.NONFINITE)
+
+
+ANSWERS = {
+    "score_shape": ("b", None),
+    "dot_products": (25.0, 0.5),
+    "gpt2_scale": (8.0, 0.01),
+    "is_symmetric": ("c", None),
+}
+
+
+def answer(name, value):
+    correct, tolerance = ANSWERS[name]
+    expect_answer(value, correct, name, tolerance)

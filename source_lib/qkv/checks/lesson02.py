@@ -1,0 +1,216 @@
+"""Visible checks for lesson 02, attention by hand and in matrix form.
+
+The student is handed `qkv.attention.softmax` as a tool, so every check passes it in `allowed`;
+every other function of qkv's reference modules stays off limits inside the student's code.
+"""
+import numpy as np
+
+from qkv import attention as ref
+from qkv.checking import check_against
+
+TOOLS = (ref.softmax,)  # handed to the student in the notebook's import cell
+
+# The seed's worked example: one query, three keys, d_k = 4, d_v = 2.
+WORKED_Q = np.array([[1.0, 0.0, 1.0, 0.0]])
+WORKED_K = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
+WORKED_V = np.array([[10.0, 0.0], [0.0, 5.0], [2.0, 2.0]])
+
+# A fixed non-square case: n_q = 2 != n_k = 4, d_k = 3 != d_v = 2, so transposes and wrong axes show.
+SMALL_Q = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, -1.0]])
+SMALL_K = np.array([[1.0, 0.0, 1.0], [0.0, 2.0, 0.0], [1.0, 1.0, 1.0], [-1.0, 0.0, 2.0]])
+SMALL_V = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 2.0], [-1.0, 3.0]])
+
+# Self-attention: T = 3 tokens, d_model = 4, d_k = 2, d_v = 3.
+SMALL_X = np.array([[1.0, 0.0, 2.0, -1.0], [0.0, 1.0, 1.0, 0.0], [2.0, -1.0, 0.0, 1.0]])
+SMALL_W_Q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, -1.0]])
+SMALL_W_K = np.array([[0.0, 1.0], [1.0, 0.0], [-1.0, 1.0], [1.0, 0.0]])
+SMALL_W_V = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 1.0]])
+# Square weights [4, 4]: X @ W.T has the right shape here, so that mistake is named rather than crashing.
+SQUARE_W_Q, SQUARE_W_K, SQUARE_W_V = np.random.default_rng(2).integers(-2, 3, size=(3, 4, 4)).astype(float)
+
+NONFINITE = ("is an exp overflowing (use the `softmax` imported from qkv.attention: it subtracts each row's "
+             "maximum first) or a sum near zero being divided by?")
+
+
+# ---------------------------------------------------------------- what the known mistakes compute
+
+def _array(x):
+    return np.asarray(x, dtype=float)
+
+
+def _raw(Q, K):
+    return _array(Q) @ _array(K).T
+
+
+def _d_k(Q):
+    return np.shape(Q)[-1]
+
+
+def _rows_softmax(scores):
+    return ref.softmax(scores, axis=-1)
+
+
+def _columns_softmax(scores):
+    return ref.softmax(scores, axis=0)
+
+
+def _divided_by_sum(scores):
+    return scores / np.sum(scores, axis=-1, keepdims=True)
+
+
+def _weights(Q, K, divisor=None, normalise=_rows_softmax):
+    # the weights a student gets with the given scale (default sqrt(d_k)) and normalisation
+    divisor = np.sqrt(_d_k(Q)) if divisor is None else divisor
+    return normalise(_raw(Q, K) / divisor)
+
+
+NO_SCALE = "the scores are not scaled: divide Q @ K.T by sqrt(d_k), the square root of Q.shape[-1]."
+BY_D_K = "the scores are divided by d_k; divide by its square root, np.sqrt(d_k)."
+BY_N_K = ("the scores are divided by the square root of the number of keys; d_k is the width of the "
+          "query and key vectors, Q.shape[-1].")
+TIMES = "the scores are multiplied by sqrt(d_k); divide by it instead."
+COLUMNS = ("each column sums to 1 instead of each row: a query's weights are its row, so take the softmax "
+           "along the keys (axis=-1).")
+BY_SUM = ("these are the scaled scores divided by their row sum, not a softmax: use `softmax`, which "
+          "exponentiates first so every weight is positive.")
+TRANSPOSED = "the result is transposed: rows are queries and columns are keys, so compute Q @ K.T."
+
+DOT_SCORES_MISTAKES = [
+    (lambda Q, K: _raw(Q, K) / np.sqrt(_d_k(Q)),
+     "these are already divided by sqrt(d_k); dot_scores returns the raw dot products Q @ K.T."),
+    (lambda Q, K: _raw(Q, K).T, TRANSPOSED),
+    (lambda Q, K: _raw(K, Q), TRANSPOSED),
+]
+
+SCALED_SCORES_MISTAKES = [
+    (_raw, NO_SCALE),
+    (lambda Q, K: _raw(Q, K) / _d_k(Q), BY_D_K),
+    (lambda Q, K: _raw(Q, K) / np.sqrt(np.shape(K)[0]), BY_N_K),
+    (lambda Q, K: _raw(Q, K) * np.sqrt(_d_k(Q)), TIMES),
+    (lambda Q, K: (_raw(Q, K) / np.sqrt(_d_k(Q))).T, TRANSPOSED),
+    (lambda Q, K: _weights(Q, K),
+     "these are already softmaxed weights; scaled_scores stops after the division by sqrt(d_k)."),
+]
+
+ATTENTION_WEIGHTS_MISTAKES = [
+    (lambda Q, K: _weights(Q, K, 1.0), NO_SCALE),
+    (lambda Q, K: _weights(Q, K, _d_k(Q)), BY_D_K),
+    (lambda Q, K: _weights(Q, K, np.sqrt(np.shape(K)[0])), BY_N_K),
+    (lambda Q, K: _weights(Q, K, normalise=_columns_softmax), COLUMNS),
+    (lambda Q, K: _weights(Q, K, normalise=_divided_by_sum), BY_SUM),
+    (lambda Q, K: _weights(Q, K).T, TRANSPOSED),
+]
+
+BLENDS_KEYS = "the weights blend the keys; the output blends the values: weights @ V."
+WEIGHTS_TRANSPOSED = ("the weights are transposed before blending: weights has one row per query, "
+                      "so the output is weights @ V (not weights.T @ V).")
+RETURNS_WEIGHTS = "these are the attention weights; the output is one step further: weights @ V."
+
+ATTENTION_MISTAKES = [
+    (lambda Q, K, V: _weights(Q, K, 1.0) @ _array(V), NO_SCALE),
+    (lambda Q, K, V: _weights(Q, K, _d_k(Q)) @ _array(V), BY_D_K),
+    (lambda Q, K, V: _weights(Q, K, normalise=_columns_softmax) @ _array(V), COLUMNS),
+    (lambda Q, K, V: _weights(Q, K, normalise=_divided_by_sum) @ _array(V), BY_SUM),
+    (lambda Q, K, V: _weights(Q, K) @ _array(K), BLENDS_KEYS),
+    (lambda Q, K, V: _weights(Q, K).T @ _array(V), WEIGHTS_TRANSPOSED),
+    (lambda Q, K, V: _weights(Q, K), RETURNS_WEIGHTS),
+]
+
+
+def _projected(X, W_Q, W_K, W_V, how):
+    X, W = _array(X), {"Q": _array(W_Q), "K": _array(W_K), "V": _array(W_V)}
+    return how(X, W)
+
+
+# checked part by part (Q, then K, then V), so each hint names the one projection it is about
+PROJECT_QKV_MISTAKES = [
+    (lambda X, W_Q, W_K, W_V: _projected(X, W_Q, W_K, W_V, lambda X, W: (X @ W["Q"].T, X @ W["K"].T, X @ W["V"].T)),
+     "this is X @ W.T: the weights are stored [d_model, d], so a row of X times W is already right (X @ W)."),
+    (lambda X, W_Q, W_K, W_V: _projected(X, W_Q, W_K, W_V, lambda X, W: (X @ W["K"], X @ W["K"], X @ W["V"])),
+     "Q was made with W_K: each projection has its own matrix, Q = X @ W_Q."),
+    (lambda X, W_Q, W_K, W_V: _projected(X, W_Q, W_K, W_V, lambda X, W: (X @ W["Q"], X @ W["Q"], X @ W["V"])),
+     "K was made with W_Q: each projection has its own matrix, K = X @ W_K."),
+    (lambda X, W_Q, W_K, W_V: _projected(X, W_Q, W_K, W_V, lambda X, W: (X @ W["Q"], X @ W["K"], X @ W["K"])),
+     "V was made with W_K: each projection has its own matrix, V = X @ W_V."),
+]
+
+
+def _self_attention_mistake(attention_mistake, projection=None):
+    # a self-attention mistake = a wrong projection or a wrong attention step on the right projection
+    def mistaken(X, W_Q, W_K, W_V):
+        Q, K, V = projection(X, W_Q, W_K, W_V) if projection else ref.project_qkv(X, W_Q, W_K, W_V)
+        return attention_mistake(Q, K, V)
+    return mistaken
+
+
+def _reference_attention(Q, K, V):
+    return ref.attention(Q, K, V)
+
+
+SELF_ATTENTION_MISTAKES = (
+    [(_self_attention_mistake(_reference_attention, projection), hint) for projection, hint in PROJECT_QKV_MISTAKES]
+    + [(_self_attention_mistake(mistake), hint) for mistake, hint in ATTENTION_MISTAKES]
+)
+
+
+def _rows_sum_to_one(got, args, kwargs):
+    if np.any(got < -1e-9):
+        return "some weights are negative; softmax makes every weight positive."
+    if not np.allclose(np.sum(got, axis=-1), 1, atol=1e-4):
+        return "the rows do not sum to 1: each query's weights come from a softmax along its row (axis=-1)."
+    return None
+
+
+# ---------------------------------------------------------------- the visible checks
+
+def dot_scores(student_dot_scores):
+    check = dict(name="dot_scores", diagnoses=DOT_SCORES_MISTAKES, allowed=TOOLS)
+    got = check_against(student_dot_scores, ref.dot_scores, (WORKED_Q, WORKED_K), **check)
+    check_against(student_dot_scores, ref.dot_scores, (SMALL_Q, SMALL_K), **check)
+    check_against(student_dot_scores, ref.dot_scores, (SMALL_Q.tolist(), SMALL_K.tolist()), **check)
+    print(f"dot_scores: all visible checks passed; the worked example's raw scores are {got.ravel()}.")
+
+
+def scaled_scores(student_scaled_scores):
+    check = dict(name="scaled_scores", diagnoses=SCALED_SCORES_MISTAKES, allowed=TOOLS)
+    got = check_against(student_scaled_scores, ref.scaled_scores, (WORKED_Q, WORKED_K), **check)
+    check_against(student_scaled_scores, ref.scaled_scores, (SMALL_Q, SMALL_K), **check)
+    check_against(student_scaled_scores, ref.scaled_scores, (SMALL_Q.tolist(), SMALL_K.tolist()), **check)
+    print(f"scaled_scores: all visible checks passed; the worked example's scaled scores are {got.ravel()}.")
+
+
+def attention_weights(student_attention_weights):
+    check = dict(name="attention_weights", diagnoses=ATTENTION_WEIGHTS_MISTAKES, allowed=TOOLS,
+                 extra_checks=[_rows_sum_to_one], nonfinite_hint=NONFINITE)
+    got = check_against(student_attention_weights, ref.attention_weights, (WORKED_Q, WORKED_K), **check)
+    check_against(student_attention_weights, ref.attention_weights, (SMALL_Q, SMALL_K), **check)
+    check_against(student_attention_weights, ref.attention_weights, (SMALL_Q.tolist(), SMALL_K.tolist()), **check)
+    check_against(student_attention_weights, ref.attention_weights, (100 * SMALL_Q, 100 * SMALL_K), **check)
+    print(f"attention_weights: all visible checks passed; the worked example's weights are "
+          f"{np.round(got.ravel(), 4)}.")
+
+
+def attention(student_attention):
+    check = dict(name="attention", diagnoses=ATTENTION_MISTAKES, allowed=TOOLS, nonfinite_hint=NONFINITE)
+    got = check_against(student_attention, ref.attention, (WORKED_Q, WORKED_K, WORKED_V), **check)
+    check_against(student_attention, ref.attention, (SMALL_Q, SMALL_K, SMALL_V), **check)
+    check_against(student_attention, ref.attention, (SMALL_Q.tolist(), SMALL_K.tolist(), SMALL_V.tolist()), **check)
+    print(f"attention: all visible checks passed; the worked example's output is {np.round(got.ravel(), 4)}.")
+
+
+def project_qkv(student_project_qkv):
+    check = dict(name="project_qkv", diagnoses=PROJECT_QKV_MISTAKES, allowed=TOOLS, outputs=("Q", "K", "V"))
+    check_against(student_project_qkv, ref.project_qkv, (SMALL_X, SQUARE_W_Q, SQUARE_W_K, SQUARE_W_V), **check)
+    args = (SMALL_X, SMALL_W_Q, SMALL_W_K, SMALL_W_V)
+    check_against(student_project_qkv, ref.project_qkv, args, **check)
+    check_against(student_project_qkv, ref.project_qkv, tuple(a.tolist() for a in args), **check)
+    print("project_qkv: all visible checks passed.")
+
+
+def self_attention(student_self_attention):
+    check = dict(name="self_attention", diagnoses=SELF_ATTENTION_MISTAKES, allowed=TOOLS, nonfinite_hint=NONFINITE)
+    check_against(student_self_attention, ref.self_attention, (SMALL_X, SQUARE_W_Q, SQUARE_W_K, SQUARE_W_V), **check)
+    args = (SMALL_X, SMALL_W_Q, SMALL_W_K, SMALL_W_V)
+    check_against(student_self_attention, ref.self_attention, args, **check)
+    check_against(student_self_attention, ref.self_attention, tuple(a.tolist() for a in args), **check)
+    print("self_attention: all visible checks passed.")
