@@ -85,3 +85,32 @@ def scaling_explorer(scale_for_unit_variance, entropy, n_keys=8, max_d_k=1024, s
 
     output = widgets.interactive_output(draw, {"d_k": d_k_slider})
     return widgets.VBox([d_k_slider, output])
+
+
+def leak_explorer(attend_by_name, X, labels):
+    """Pick a word and a nudge size; bars show how far every output moves, once per attention function.
+
+    attend_by_name: {"no mask": fn, "causal": fn}, each fn [T, d_in] -> [T, d_out] (usually the student's).
+    """
+    X = np.asarray(X, dtype=float)
+    word = widgets.Dropdown(options=[(str(label), j) for j, label in enumerate(labels)], value=len(labels) - 1,
+                            description="nudge word")
+    size = widgets.FloatLogSlider(value=1.0, base=10, min=-6, max=1, step=0.25, description="nudge size")
+    baselines = {name: np.asarray(fn(X)) for name, fn in attend_by_name.items()}
+
+    def draw(j, delta):
+        nudged = X.copy()
+        nudged[j] += delta
+        figure, axes = plt.subplots(1, len(attend_by_name), figsize=(4.5 * len(attend_by_name), 3), squeeze=False)
+        for ax, (name, fn) in zip(axes[0], attend_by_name.items()):
+            moved = np.abs(np.asarray(fn(nudged)) - baselines[name]).max(axis=1)
+            colours = ["tab:red" if i < j else "tab:blue" for i in range(len(labels))]
+            ax.bar(range(len(labels)), moved, color=colours)
+            ax.set_xticks(range(len(labels)), labels)
+            ax.set_ylabel("largest change of the output")
+            ax.set_title(f"{name}: earlier outputs (red) moved {moved[:j].max(initial=0):.3g}")
+        figure.tight_layout()
+        plt.show()
+
+    output = widgets.interactive_output(draw, {"j": word, "delta": size})
+    return widgets.VBox([widgets.HBox([word, size]), output])
