@@ -73,8 +73,8 @@ def merge_heads(student_merge_heads):
     check_against(student_merge_heads, ref.merge_heads, (heads,), **check)
     check_against(student_merge_heads, ref.merge_heads, (np.random.default_rng(6).normal(size=(2, 5, 3)),), **check)
     x = np.random.default_rng(7).normal(size=(3, 12))
-    got = student_merge_heads(ref.split_heads(x, 4))
-    if not np.allclose(np.asarray(got, dtype=float), x):
+    got = call(student_merge_heads, ref.split_heads(x, 4), name="merge_heads")
+    if not np.allclose(expect_array(got, x.shape, "merge_heads(split_heads(x, 4))"), x):
         raise Hint("merge_heads(split_heads(x, 4)) does not give back x: merging must undo splitting exactly.")
     print("merge_heads: all visible checks passed (and it undoes split_heads).")
 
