@@ -6,6 +6,8 @@ Conventions used throughout qkv:
 - a query whose keys are all masked out gets all-zero weights and a zero output, never NaN.
 Leading batch/head dimensions ("...") pass through every function unchanged.
 """
+import math
+
 import numpy as np
 
 from qkv.shapes import as_float_array, require
@@ -49,7 +51,7 @@ def dot_scores(Q, K):
 def scaled_scores(Q, K):
     # [..., n_q, d_k], [..., n_k, d_k] -> [..., n_q, n_k]
     d_k = np.shape(Q)[-1]
-    return dot_scores(Q, K) / np.sqrt(d_k)
+    return dot_scores(Q, K) / math.sqrt(d_k)  # a Python float keeps float32 scores float32
 
 
 def attention_weights(Q, K, mask=None):
