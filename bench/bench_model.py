@@ -37,6 +37,10 @@ print(statistics.median(times[1:]))
 """
 
 
+def report(label, seconds, note=""):
+    print(f"{label + ':':<30}{seconds:7.3f} s   {note}".rstrip())
+
+
 def median_seconds(function, repeats):
     function()  # warm-up: page in the memory-mapped weights, start BLAS threads
     times = []
@@ -68,6 +72,10 @@ def main():
                         help="a Python interpreter that has llama_cpp installed")
     args = parser.parse_args()
 
+    # OpenBLAS threads that spin while other processes hold the cores make the forward several
+    # times slower: print what the machine was doing so a reader can judge the numbers.
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
     start = time.perf_counter()
     from qkv import model as qkv_model
     from qkv.fetch import model_path
@@ -76,22 +84,23 @@ def main():
     start = time.perf_counter()
     model = qkv_model.load(path)
     load_seconds = time.perf_counter() - start
-    print(f"import + verify model file: {import_seconds:6.3f} s")
-    print(f"load (float32 cache):       {load_seconds:6.3f} s   target <= 5 s")
+    report("import + verify model file", import_seconds)
+    report("load (float32 cache)", load_seconds, "target <= 5 s")
 
     text = ("Attention lets every token look back at the tokens before it and decide, head by head, "
-            "which of them matter for predicting the next word in the sentence.")
+            "which of them matter for predicting the next word in the sentence, and how much.")
     ids = qkv_model.encode(model, text)[:N_TOKENS]
+    assert len(ids) == N_TOKENS, f"the benchmark text must give at least {N_TOKENS} tokens"
     forward_seconds = median_seconds(lambda: qkv_model.forward(model, ids), REPEATS)
-    print(f"forward, {len(ids)} tokens:         {forward_seconds:6.3f} s   target <= 0.5 s (median of {REPEATS})")
+    report(f"forward, {len(ids)} tokens", forward_seconds, f"target <= 0.5 s (median of {REPEATS})")
     weights_seconds = median_seconds(lambda: qkv_model.forward(model, ids, return_weights=True), REPEATS)
-    print(f"  with return_weights:      {weights_seconds:6.3f} s")
+    report("  with return_weights", weights_seconds)
 
     reference = llamacpp_seconds(path, ids, args.llamacpp_python)
     if reference is None:
         print("llama.cpp: not measured (no llama_cpp here; pass --llamacpp-python)")
     else:
-        print(f"llama.cpp, same {len(ids)} tokens:  {reference:6.3f} s   numpy / llama.cpp = {forward_seconds / reference:.1f}x")
+        report(f"llama.cpp, same {len(ids)} tokens", reference, f"numpy / llama.cpp = {forward_seconds / reference:.1f}x")
 
 
 if __name__ == "__main__":

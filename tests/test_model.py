@@ -145,14 +145,28 @@ def test_the_capital_of_france_is_paris(model):
     assert M.tokens(model, [int(np.argmax(logits[-1]))]) == [" Paris"]
 
 
+def reference_logits(run, number):
+    return REFERENCE_LOGITS[f"{run}_prompt_{number}"].astype(np.float32)
+
+
 @pytest.mark.parametrize("number", range(len(REFERENCE["prompts"])))
-def test_last_position_logits_match_llama_cpp(model, number):
+def test_last_position_logits_match_llama_cpp_on_the_shipped_q4_1_file(model, number):
+    # llama.cpp quantizes activations to 8 bits inside Q4_1 matmuls: close, not equal.
     prompt = REFERENCE["prompts"][number]
     assert M.encode(model, prompt["text"]) == prompt["ids"]
     ours = M.forward(model, prompt["ids"]).logits[-1]
-    theirs = REFERENCE_LOGITS[f"prompt_{number}"].astype(np.float32)
+    theirs = reference_logits("q4_1", number)
     assert np.corrcoef(ours, theirs)[0, 1] > 0.999
     assert np.argmax(ours) == np.argmax(theirs)
+
+
+@pytest.mark.parametrize("number", [0, 1])
+def test_logits_equal_llama_cpp_computing_in_float32(model, number):
+    # The tight check: llama.cpp on the same weights dequantized to F32 by llama.cpp itself.
+    ours = M.forward(model, REFERENCE["prompts"][number]["ids"]).logits[-1]
+    theirs = reference_logits("f32", number)
+    assert np.corrcoef(ours, theirs)[0, 1] > 0.99999
+    np.testing.assert_allclose(ours, theirs, atol=0.05)  # float16 storage alone rounds by ~0.01
 
 
 def rotate_halves(x, cos, sin):
@@ -179,8 +193,7 @@ def test_gguf_stores_q_and_k_permuted_for_adjacent_pair_rope(model, monkeypatch)
     monkeypatch.setattr(M, "apply_rope", rotate_halves)
     np.testing.assert_allclose(M.forward(hugging_face_layout, ids).logits[-1], ours, atol=1e-3)
     wrong = M.forward(model, ids).logits[-1]
-    theirs = REFERENCE_LOGITS["prompt_1"].astype(np.float32)
-    assert np.corrcoef(wrong, theirs)[0, 1] < 0.9
+    assert np.corrcoef(wrong, reference_logits("f32", 1))[0, 1] < 0.9
 
 
 def test_the_attention_argument_is_really_used(model):
@@ -202,8 +215,6 @@ def test_the_attention_argument_is_really_used(model):
     assert mask.dtype == bool and np.array_equal(mask, np.tril(np.ones((5, 5), bool)))
     cheating = M.forward(model, ids, attention=ignore_the_mask).logits
     assert not np.allclose(cheating, reference, atol=1e-2)
-    # Without the mask early positions see the future; the last position already sees everything.
-    assert np.allclose(cheating[-1], reference[-1], atol=1e-3)
 
 
 def test_attention_weights_are_causal_distributions(model):
@@ -231,13 +242,27 @@ def test_wrong_shapes_are_rejected_with_the_shapes_named(model):
 
 # --------------------------------------------------------------------------- generation
 
+def test_greedy_generation_is_deterministic(model):
+    ids = REFERENCE["prompts"][2]["ids"]  # the prompt with the closest near-ties
+    assert M.generate(model, ids, 4) == M.generate(model, ids, 4)
+
+
 @pytest.mark.parametrize("number", range(len(REFERENCE["prompts"])))
-def test_greedy_generation_matches_llama_cpp(model, number):
+def test_greedy_generation_equals_llama_cpp_computing_in_float32(model, number):
     prompt = REFERENCE["prompts"][number]
-    n_new = 6
-    first = M.generate(model, prompt["ids"], n_new)
-    assert first == M.generate(model, prompt["ids"], n_new)  # deterministic
-    assert first == prompt["greedy_ids"][:n_new]
+    expected = prompt["f32"]["greedy_ids"]
+    assert M.generate(model, prompt["ids"], len(expected)) == expected
+
+
+@pytest.mark.parametrize("number", range(len(REFERENCE["prompts"])))
+def test_greedy_generation_follows_llama_cpp_q4_1_until_a_near_tie(model, number):
+    # Where llama.cpp's own top two logits are within 0.5, its 8-bit activations may pick
+    # either; up to there the continuations must agree.
+    reference = REFERENCE["prompts"][number]["q4_1"]
+    margins = reference["greedy_margins"]
+    n_clear = next((i for i, margin in enumerate(margins) if margin < 0.5), len(margins))
+    ids = REFERENCE["prompts"][number]["ids"]
+    assert M.generate(model, ids, n_clear) == reference["greedy_ids"][:n_clear]
 
 
 def test_generate_accepts_text(model):

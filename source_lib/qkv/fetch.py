@@ -158,6 +158,12 @@ def main() -> int:
         print(f"qkv.fetch: {error}", file=sys.stderr)
         return 1
     print(f"{GGUF_NAME} verified at {path}")
+    try:  # also build qkv.model's float32 cache now, so the first load() in a notebook is fast
+        from qkv.model import load
+    except ImportError:  # e.g. run from a venv without numpy/gguf: the model builds it on first load
+        return 0
+    load(path)
+    print("float32 weights cached for qkv.model")
     return 0
 
 

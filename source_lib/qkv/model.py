@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 import numpy as np
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
 from qkv.heads import grouped_query_attention, grouped_query_weights
 from qkv.shapes import require
@@ -72,7 +73,7 @@ class Weights(NamedTuple):
 class Model(NamedTuple):
     config: Config
     weights: Weights
-    tokenizer: "tokenizers.Tokenizer"  # noqa: F821
+    tokenizer: Tokenizer
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,8 @@ def rms_norm(x, gain, eps):
 
 def split_heads(x, n_heads):
     # [T, n_heads * d_head] -> [n_heads, T, d_head]
+    require(x.ndim == 2 and x.shape[1] % n_heads == 0,
+            f"split_heads needs [T, n_heads * d_head] with n_heads = {n_heads}; got {x.shape}")
     T, width = x.shape
     return x.reshape(T, n_heads, width // n_heads).transpose(1, 0, 2)
 
@@ -127,11 +130,15 @@ def apply_rope(x, cos, sin):
     # Rotates ADJACENT pairs (2i, 2i+1). Hugging Face's Llama rotates halves (i, i + d_head/2),
     # but llama.cpp's converter permutes each head's rows of W_q and W_k, HF order (2, d_head/2)
     # -> GGUF order (d_head/2, 2), so on GGUF weights adjacent pairs are right (llama.cpp's
-    # rope "NORM" mode). Measured: undoing that permutation and rotating halves reproduces these
-    # logits to 4e-5; rotating halves on the GGUF weights as stored does not. It still says
-    # " Paris" after "The capital of France is" (5 positions barely rotate), but its last-position
-    # logits correlate only CORR_FRANCE with llama.cpp's there and CORR_CHAT on the 19-token
-    # chat prompt, where it answers "<|im_end|>" at once (tests/test_model.py checks both facts).
+    # rope "NORM" mode). Measured (tests/test_model.py keeps checking it): undoing that
+    # permutation and rotating halves reproduces these logits to 4e-5. Rotating halves on the
+    # weights as stored is wrong yet sneaky: after "The capital of France is" it still says
+    # " Paris" (5 positions barely rotate), but its logits correlate 0.963 with llama.cpp's
+    # there (adjacent pairs: 0.9999998) and 0.78 on the 19-token chat prompt, where it answers
+    # "<|im_end|>" at once.
+    require(x.shape[-1] % 2 == 0 and cos.shape == sin.shape == (x.shape[-2], x.shape[-1] // 2),
+            f"apply_rope needs x [H, T, d_head] and cos, sin [T, d_head // 2]; "
+            f"got x {x.shape}, cos {cos.shape}, sin {sin.shape}")
     even, odd = x[..., 0::2], x[..., 1::2]
     rotated = np.empty_like(x)
     rotated[..., 0::2] = even * cos - odd * sin
@@ -164,15 +171,13 @@ def attention_block(x, layer, config, cos, sin, mask, attention, return_weights)
     if out.shape != q.shape:
         raise ValueError(f"attention(q {q.shape}, k {k.shape}, v {v.shape}, mask {mask.shape}) "
                          f"must return {q.shape}; got {out.shape}")
-    weights = None
-    if return_weights:
-        weights = np.asarray(grouped_query_weights(q, k, mask), dtype=np.float32)
+    weights = np.asarray(grouped_query_weights(q, k, mask), dtype=np.float32) if return_weights else None
     return merge_heads(out.astype(np.float32, copy=False)) @ layer.W_o, weights
 
 
-def logits_from_hidden(x, weights, config):
-    # [T, d_model] -> [T, vocab]
-    return rms_norm(x, weights.final_norm, config.rms_eps) @ weights.token_embedding.T
+def logits_from_hidden(x, params, config):
+    # [T, d_model] -> [T, vocab]; tied embeddings: the input matrix is reused as the output one
+    return rms_norm(x, params.final_norm, config.rms_eps) @ params.token_embedding.T
 
 
 def forward(model, ids, attention=None, return_weights=False):
@@ -182,21 +187,21 @@ def forward(model, ids, attention=None, return_weights=False):
     [H_q, T, d_head], k and v [H_kv, T, d_head] (RoPE already applied), mask bool [T, T] True
     where a query may attend a key; out must be [H_q, T, d_head].
     """
-    config, weights = model.config, model.weights
+    config, params = model.config, model.weights
     ids = _check_ids(ids, config)
     attention = grouped_query_attention if attention is None else attention
     T = len(ids)
     cos, sin = rope_angles(T, config.d_head, config.rope_base)
     mask = causal_mask(T)
-    x = weights.token_embedding[ids]                                  # [T, d_model]
+    x = params.token_embedding[ids]                                   # [T, d_model]
     all_weights = [] if return_weights else None
-    for layer in weights.layers:
+    for layer in params.layers:
         attended, layer_weights = attention_block(x, layer, config, cos, sin, mask, attention, return_weights)
         x = x + attended
         x = x + swiglu_mlp(rms_norm(x, layer.ffn_norm, config.rms_eps), layer.W_gate, layer.W_up, layer.W_down)
         if return_weights:
             all_weights.append(layer_weights)
-    return Forward(logits=logits_from_hidden(x, weights, config), weights=all_weights)
+    return Forward(logits=logits_from_hidden(x, params, config), weights=all_weights)
 
 
 def generate(model, ids_or_text, n_new, attention=None):
@@ -216,8 +221,10 @@ def generate(model, ids_or_text, n_new, attention=None):
     return new_ids
 
 
-def _check_ids(ids, config):
+def _check_ids(ids, config, allow_empty=False):
     array = np.asarray(ids)
+    if allow_empty and array.size == 0:
+        return array.astype(np.int64).reshape(0)
     require(array.ndim == 1 and array.size > 0, f"ids must be a non-empty 1-D sequence of token ids; got shape {array.shape}")
     require(array.dtype.kind in "iu", f"ids must be integers; got dtype {array.dtype}")
     require(array.min() >= 0 and array.max() < config.vocab_size,
@@ -236,20 +243,20 @@ def encode(model, text):
 
 
 def decode(model, ids):
-    return model.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
+    """The text of `ids` (control tokens included, as in the chat template)."""
+    return model.tokenizer.decode(_check_ids(ids, model.config, allow_empty=True).tolist(), skip_special_tokens=False)
 
 
 def tokens(model, ids):
     """Each token as the text it stands for ("Ġcat" -> " cat"); a token holding part of a
     multi-byte character shows as "�"."""
-    return [model.tokenizer.decode([int(i)], skip_special_tokens=False) for i in ids]
+    return [model.tokenizer.decode([i], skip_special_tokens=False)
+            for i in _check_ids(ids, model.config, allow_empty=True).tolist()]
 
 
 def build_tokenizer(token_strings, merges, control_token_ids):
     """Byte-level BPE from the GGUF's own vocabulary, split like llama.cpp's "smollm" pre-tokenizer:
     every digit alone, then GPT-2's regex ('s|'t|...| ?\\p{L}+| ?\\p{N}+|...)."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
-
     vocab = {token: i for i, token in enumerate(token_strings)}
     bpe = models.BPE(vocab=vocab, merges=[tuple(merge.split(" ")) for merge in merges])
     tokenizer = Tokenizer(bpe)
@@ -322,6 +329,7 @@ def _cache_key(gguf_path):
 def _write_cache(folder, gguf_path, config, tokenizer, arrays):
     # Written into a scratch folder and renamed, so a crash never leaves a half cache behind.
     scratch = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".partial-"))
+    os.chmod(scratch, 0o755)  # mkdtemp makes it private; the GGUF beside it is not
     try:
         for name, array in arrays.items():
             np.save(scratch / f"{name}.npy", array)
@@ -336,8 +344,6 @@ def _write_cache(folder, gguf_path, config, tokenizer, arrays):
 
 def _read_cache(folder, gguf_path):
     """Config, tokenizer and memory-mapped arrays from the float32 cache, or None if stale."""
-    from tokenizers import Tokenizer
-
     try:
         if json.loads((folder / "source.json").read_text()) != _cache_key(gguf_path):
             return None
@@ -376,9 +382,10 @@ def _load(gguf_path):
 def load(path=None):
     """The model from `path` (default: the verified download, see `qkv.fetch`).
 
-    The first load dequantizes the GGUF (~5 s) and saves float32 arrays next to it
-    (~0.5 GB); later loads memory-map them and take a fraction of a second. Repeated calls
-    in one process return the same Model.
+    The first load dequantizes the GGUF (~5-10 s) and saves float32 arrays next to it
+    (~0.5 GB; `python -m qkv.fetch` does this already); later loads memory-map them and take
+    ~0.2 s. Repeated calls in one process return the same Model. The arrays are read-only:
+    copy one (`W = layer.W_q.copy()`) to experiment with it.
     """
     if path is None:
         from qkv.fetch import model_path
