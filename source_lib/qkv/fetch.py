@@ -76,7 +76,10 @@ def is_verified(gguf_path: Path) -> bool:
         pass
     if sha256_of(gguf_path) != GGUF_SHA256:
         return False
-    stamp.write_text(json.dumps({**identity, "sha256": GGUF_SHA256}))
+    try:
+        stamp.write_text(json.dumps({**identity, "sha256": GGUF_SHA256}))
+    except OSError:  # a read-only cache still works, it just hashes on every load
+        pass
     return True
 
 
