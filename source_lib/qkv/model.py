@@ -27,7 +27,8 @@ from typing import Callable, NamedTuple
 import numpy as np
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
-from qkv.heads import grouped_query_attention, grouped_query_weights
+from qkv.heads import grouped_query_attention, grouped_query_weights, merge_heads, split_heads
+from qkv.masking import causal_mask
 from qkv.shapes import require
 
 # Bump when the layout of the float32 cache changes, so old caches are rebuilt, not misread.
@@ -104,20 +105,6 @@ def rms_norm(x, gain, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * gain
 
 
-def split_heads(x, n_heads):
-    # [T, n_heads * d_head] -> [n_heads, T, d_head]
-    require(x.ndim == 2 and x.shape[1] % n_heads == 0,
-            f"split_heads needs [T, n_heads * d_head] with n_heads = {n_heads}; got {x.shape}")
-    T, width = x.shape
-    return x.reshape(T, n_heads, width // n_heads).transpose(1, 0, 2)
-
-
-def merge_heads(x):
-    # [n_heads, T, d_head] -> [T, n_heads * d_head]
-    n_heads, T, d_head = x.shape
-    return x.transpose(1, 0, 2).reshape(T, n_heads * d_head)
-
-
 def rope_angles(n_positions, d_head, base):
     # -> cos, sin, each [T, d_head // 2]; pair i turns at frequency base^(-2i / d_head)
     frequencies = base ** (-np.arange(0, d_head, 2, dtype=np.float64) / d_head)
@@ -144,11 +131,6 @@ def apply_rope(x, cos, sin):
     rotated[..., 0::2] = even * cos - odd * sin
     rotated[..., 1::2] = even * sin + odd * cos
     return rotated
-
-
-def causal_mask(T):
-    # -> bool [T, T], True where query i may attend key j (j <= i)
-    return np.tril(np.ones((T, T), dtype=bool))
 
 
 def silu(x):
