@@ -104,3 +104,18 @@ def test_fully_masked_row_gives_zero_weights_and_zero_output_not_nan():
     assert np.array_equal(w, [[1.0, 0.0], [0.0, 0.0]])
     out = attention.attention(np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 3)), mask)
     assert np.all(np.isfinite(out)) and np.array_equal(out[1], np.zeros(3))
+
+
+def test_a_notebook_that_replaces_the_reference_or_numpy_cannot_grade_itself(monkeypatch):
+    import qkv.attention
+    wrong = lambda x, axis=-1: np.asarray(x) / np.sum(x, axis=axis, keepdims=True)  # noqa: E731
+    wrong.__module__ = "__main__"
+    monkeypatch.setattr(qkv.attention, "softmax", wrong)
+    with pytest.raises(Hint, match=r"`qkv.attention.softmax` has been replaced in this notebook"):
+        check_against(wrong, qkv.attention.softmax, (X,), name="softmax")
+    monkeypatch.undo()
+    monkeypatch.setattr(np, "allclose", lambda *a, **k: True)
+    with pytest.raises(Hint, match=r"`numpy.allclose` has been replaced"):
+        check_against(lambda x: x, attention.softmax, (X,), name="softmax")
+    monkeypatch.undo()
+    check_against(own_softmax, attention.softmax, (X,), name="softmax")

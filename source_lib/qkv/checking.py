@@ -6,6 +6,8 @@ naming the call, what was expected and what came back. Visible checks (qkv.check
 instructor's hidden tests (autograde/qkv_grading) are both thin layers over `check_against`.
 """
 import contextlib
+import functools
+import importlib
 import linecache
 import os
 import sys
@@ -21,6 +23,40 @@ _REFERENCE_FILES = {os.path.join(_PACKAGE_DIR, name + ".py") for name in REFEREN
 
 class Hint(AssertionError):
     """A failed check, phrased for the student."""
+
+
+# ---------------------------------------------------------------- the library must be the library
+
+# Grading compares with qkv's reference and numpy's own functions; a notebook that replaces them
+# (qkv.attention.softmax = my_softmax, np.allclose = lambda *a: True) would grade itself.
+_REFERENCE = {name: importlib.import_module(f"qkv.{name}") for name in REFERENCE_MODULES}
+_ORIGINAL = {(module, attr): value for module, m in _REFERENCE.items() for attr, value in vars(m).items()
+             if callable(value)}
+_TRUSTED_DIRS = tuple({_PACKAGE_DIR, os.path.dirname(np.__file__), sys.prefix, sys.base_prefix})
+
+
+def _foreign(value):
+    """Defined in the notebook (or wrapping something that was), not by qkv, numpy or Python."""
+    if isinstance(value, functools.partial):
+        return True
+    code = getattr(value, "__code__", None)
+    if code is not None:
+        grading = sys.modules.get("qkv_grading")
+        trusted = _TRUSTED_DIRS + ((os.path.dirname(grading.__file__),) if grading else ())
+        return not os.path.abspath(code.co_filename).startswith(trusted)
+    return getattr(type(value), "__module__", None) == "__main__"
+
+
+def assert_untampered():
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name in ("numpy", "qkv", "qkv_grading") or name.startswith(("qkv.", "qkv_grading."))):
+            continue
+        for attr, value in list(vars(module).items()):
+            short = name.split(".")[-1]
+            replaced = (short, attr) in _ORIGINAL and value is not _ORIGINAL[(short, attr)] and name.startswith("qkv.")
+            if replaced or _foreign(value):
+                raise Hint(f"`{name}.{attr}` has been replaced in this notebook; grading needs the original "
+                           f"library, so remove the code that changes it and restart the kernel.")
 
 
 # ---------------------------------------------------------------- describing calls and values
@@ -80,6 +116,7 @@ def call(fn, *args, name=None, allowed=(), **kwargs):
     `allowed` lists qkv functions the exercise hands the student as tools (e.g. softmax in lesson 02).
     """
     name = name or getattr(fn, "__name__", "your function")
+    assert_untampered()
     if not callable(fn):
         raise Hint(f"`{name}` should be a function, but it is {describe(fn)}.")
     if _is_reference(fn):
