@@ -1,0 +1,194 @@
+"""End to end in a real browser, as a student meets lesson 01 after `make lab`: JupyterLab opens the notebook,
+Run All Cells runs it, the soft-lookup widget shows its figure, and moving a slider redraws the figure.
+
+Drives Debian's chromium (/usr/bin/chromium, installed by .ci/install-browser) with the Python `playwright`
+package; never a browser that playwright downloads itself (those downloads fail on this project's machines).
+Skipped only where chromium is missing and CI is not set; under CI a missing browser or driver is a failure.
+Everything the server and browser write goes to pytest's tmp dirs: the lesson and its solution are copied there,
+so notebooks/ gets no checkpoints and no modified notebook."""
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from lessons import RELEASE, SOLUTIONS
+
+CHROMIUM = "/usr/bin/chromium"
+BIN = os.path.dirname(sys.executable)
+TOKEN = "qkv-browser-test-token"
+LESSON = "01-lookup"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage"]  # a small /dev/shm (containers) must not crash the renderer
+MINUTE = 60_000  # playwright timeouts are in ms: generous, a loaded CI machine must not flake
+
+if not os.path.exists(CHROMIUM) and not os.environ.get("CI"):
+    pytest.skip(f"{CHROMIUM} is not installed (run .ci/install-browser); under CI this test fails instead",
+                allow_module_level=True)
+
+try:
+    from playwright.sync_api import expect, sync_playwright
+except ImportError:  # a missing driver is never a silent skip: chromium is here (or CI is set); the test fails
+    sync_playwright = None
+
+
+def snapshot(folder):
+    return sorted((str(p.relative_to(folder)), p.stat().st_mtime_ns) for p in folder.rglob("*"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """JupyterLab as `make lab` starts it, headless-safe, on a copy of lesson 01 with its solutions filled in."""
+    root = tmp_path_factory.mktemp("course")
+    (root / LESSON).mkdir()
+    shutil.copy(next((SOLUTIONS / LESSON).glob("*.ipynb")), root / LESSON / f"{LESSON}.ipynb")
+    home = tmp_path_factory.mktemp("jupyter")
+    settings = home / "settings"
+    # no news/update toast over the notebook: those would ask the (closed) network
+    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
+    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", MPLBACKEND="Agg",
+               JUPYTER_RUNTIME_DIR=str(home / "runtime"), JUPYTERLAB_SETTINGS_DIR=str(settings),
+               JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"))
+    port = free_port()
+    log = open(home / "lab.log", "w")
+    process = subprocess.Popen([os.path.join(BIN, "jupyter"), "lab", "--no-browser", f"--port={port}",
+                                "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={TOKEN}",
+                                f"--ServerApp.root_dir={root}"] + (["--allow-root"] if os.geteuid() == 0 else []),
+                               env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=2)
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail("JupyterLab did not start:\n" + (home / "lab.log").read_text()[-3000:])
+            time.sleep(0.25)
+    yield base, root
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    log.close()
+
+
+@pytest.fixture
+def page(tmp_path):
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing and CI is set: .ci/install-browser installs it", pytrace=False)
+    if sync_playwright is None:
+        pytest.fail("the Python package playwright (pinned in environment.yml) is not installed", pytrace=False)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        context.set_default_timeout(MINUTE)
+        page = context.new_page()
+        yield page
+        context.close()
+        browser.close()
+
+
+def test_lesson01_widget_runs_and_redraws_when_a_slider_moves(lab, page, tmp_path):
+    base, root = lab
+    repo_before = snapshot(RELEASE / LESSON)
+    page.goto(f"{base}/lab/tree/{LESSON}/{LESSON}.ipynb?token={TOKEN}", wait_until="domcontentloaded")
+    notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+    cells = notebook.locator(".jp-Notebook .jp-CodeCell")
+    expect(cells.first).to_be_visible()
+    n_code = sum(c["cell_type"] == "code" for c in json.loads((root / LESSON / f"{LESSON}.ipynb").read_text())["cells"])
+    expect(cells).to_have_count(n_code)
+    # the kernel must be up before Run All. The toolbar's indicator says idle before any kernel exists
+    # ("No Kernel | Initializing" in the status bar), so wait for the status bar to name the kernel, idle.
+    kernel_idle = page.locator(".jp-StatusBar-TextItem", has_text=re.compile(r"^Python 3 \(ipykernel\) \| Idle$"))
+    status = notebook.locator(".jp-Notebook-ExecutionIndicator")
+    expect(kernel_idle).to_have_count(1, timeout=2 * MINUTE)
+    expect(status).to_have_attribute("data-status", "idle")
+
+    # Run -> Run All Cells, through the menu a student uses
+    page.locator(".lm-MenuBar-item", has_text="Run").first.click()
+    page.locator(".lm-Menu-item[data-command='runmenu:run-all']:not(.lm-mod-disabled)").click()
+
+    # every code cell gets an execution count ([n]:, not [*]: nor [ ]:), or the run stops at an error
+    prompts = cells.locator(".jp-InputArea-prompt")
+    errors = notebook.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    page.wait_for_function(
+        """n => { const nb = '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook ';
+                 const p = [...document.querySelectorAll(nb + '.jp-CodeCell .jp-InputArea-prompt')]
+                           .map(e => e.textContent.trim());
+                 const failed = document.querySelector(nb + "[data-mime-type='application/vnd.jupyter.stderr']");
+                 return p.length === n && (p.every(t => /^\\[\\d+\\]:$/.test(t)) || (failed && !p.includes('[*]:'))); }""",
+        arg=n_code, timeout=2 * MINUTE)
+    expect(status).to_have_attribute("data-status", "idle")
+    expect(kernel_idle).to_have_count(1)
+
+    # no cell shows an error (tracebacks render as stderr outputs in JupyterLab), and every cell ran once
+    assert errors.count() == 0, "error output in the solved notebook:\n" + "\n---\n".join(
+        errors.evaluate_all("es => es.map(e => e.textContent)"))
+    # textContent, not innerText: off-screen cells are skipped by content-visibility and have no innerText
+    counts = prompts.evaluate_all("ps => ps.map(p => p.textContent.trim())")
+    assert len(set(counts)) == n_code, counts
+
+    # the lookup explorer: four query sliders and the temperature, and a figure in its output
+    widget = notebook.locator(".jp-OutputArea-output .widget-vbox").filter(has=page.locator(".widget-slider")).first
+    expect(widget).to_be_visible()
+    sliders = widget.locator(".widget-slider")
+    expect(sliders).to_have_count(5)
+    expect(widget.locator(".widget-label", has_text="temperature")).to_be_visible()
+    figure = widget.locator(".widget-output img")
+    expect(figure).to_have_count(1)
+    expect(figure).to_be_visible()
+    before = figure.get_attribute("src")
+    assert before.startswith("data:image/png;base64,") and len(before) > 5000
+    width = figure.evaluate("img => img.naturalWidth")
+    assert width > 300, f"figure is {width} px wide"
+
+    # move q[0] (cooking) from 0.00 to its maximum 3.00 with the keyboard on its handle, as a student can:
+    # one key, one change, one redraw, so the next figure is the final one (arrow keys would queue ten redraws)
+    slider = sliders.first
+    expect(slider.locator(".widget-label")).to_have_text("q[0]")
+    readout = slider.locator(".widget-readout")
+    expect(readout).to_have_text("0.00")
+    handle = slider.locator(".noUi-handle")
+    handle.focus()
+    handle.press("End")
+    expect(readout).to_have_text("3.00")
+
+    # the kernel redraws: a new figure replaces the old one
+    page.wait_for_function(
+        """([sel, old]) => { const img = document.querySelector(sel);
+                            return img && img.complete && img.naturalWidth > 0 && img.src !== old; }""",
+        arg=[".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output .widget-vbox .widget-output img", before],
+        timeout=MINUTE)
+    expect(status).to_have_attribute("data-status", "idle")
+    expect(kernel_idle).to_have_count(1)
+    expect(figure).to_have_count(1)
+    after = figure.get_attribute("src")
+    assert after.startswith("data:image/png;base64,") and after != before
+    assert errors.count() == 0
+
+    screenshot = tmp_path / "lesson01-widget.png"
+    widget.scroll_into_view_if_needed()
+    page.screenshot(path=str(screenshot))
+    widget.screenshot(path=str(tmp_path / "lesson01-widget-only.png"))
+    print(f"screenshots: {screenshot} {tmp_path / 'lesson01-widget-only.png'}")
+    # nothing was written into the repository's notebooks/ (the server worked on a copy)
+    assert snapshot(RELEASE / LESSON) == repo_before
