@@ -8,7 +8,7 @@ export PATH := $(BIN):$(PATH)
 export MPLBACKEND ?= Agg
 LESSONS := $(sort $(notdir $(wildcard solutions/[0-9]*)))
 
-.PHONY: install model lab test release bench clean-class
+.PHONY: install model lab test browser release bench clean-class
 
 # Versions come from environment.yml only: its pip section is the requirements list.
 $(VENV)/.installed: environment.yml source_lib/pyproject.toml autograde/pyproject.toml
@@ -32,6 +32,10 @@ lab: install
 
 test: install
 	$(PY) -m pytest tests
+
+# Debian's chromium for tests/test_browser.py (without it, and outside CI, that one test is skipped)
+browser:
+	bash .ci/install-browser
 
 # notebooks/ is generated from solutions/ by nbgrader; never edit it by hand
 release: $(VENV)/.installed
