@@ -1,9 +1,34 @@
-"""Interactive explorers (ipywidgets). Each takes the function to explore, usually the student's own."""
+"""Interactive explorers (ipywidgets). Each takes the function to explore, usually the student's own.
+
+Each explorer redraws a matplotlib Figure into an Image widget as a PNG. The usual recipe, plt.show()
+inside interactive_output's Output widget, left nbgrader waiting forever at lesson 05's explorer cell
+(seen twice here on a loaded machine; nbclient issue 312 describes such hangs), and an image shows
+the same picture in every front end.
+"""
+import io
+
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
 from qkv import plots
+
+
+def live_figure(draw, controls, figsize):
+    """An Image widget showing draw(figure, **values of controls), redrawn when any control changes."""
+    image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
+
+    def redraw(_change=None):
+        figure = Figure(figsize=figsize)
+        draw(figure, **{name: control.value for name, control in controls.items()})
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+        image.value = buffer.getvalue()
+
+    for control in controls.values():
+        control.observe(redraw, names="value")
+    redraw()
+    return image
 
 
 def lookup_explorer(soft_lookup, keys, values, key_labels, query=None, value_labels=None):
@@ -13,23 +38,22 @@ def lookup_explorer(soft_lookup, keys, values, key_labels, query=None, value_lab
     component_sliders = [widgets.FloatSlider(value=float(x), min=-3, max=3, step=0.1, description=f"q[{i}]")
                          for i, x in enumerate(query)]
     temperature_slider = widgets.FloatLogSlider(value=1.0, base=10, min=-2, max=1, step=0.05,
-                                                description="temperature")
+                                                description="temperature", style={"description_width": "initial"})
     value_labels = value_labels or [f"v[{i}]" for i in range(values.shape[1])]
 
-    def draw(**settings):
+    def draw(figure, **settings):
         q = np.array([settings[f"q{i}"] for i in range(len(query))])
         weights, output = soft_lookup(q, keys, values, temperature=settings["temperature"])
-        figure, (left, right) = plt.subplots(1, 2, figsize=(9, 3))
+        left, right = figure.subplots(1, 2)
         plots.weights_bar(weights, key_labels, ax=left, title="weights = softmax(keys @ q / T)")
         right.bar(range(len(output)), output, color="tab:orange")
         right.set_xticks(range(len(output)), value_labels)
         right.set_ylim(min(0.0, values.min()) * 1.05, values.max() * 1.05)
         right.set_title("output = weights @ values")
         figure.tight_layout()
-        plt.show()
 
     controls = {f"q{i}": s for i, s in enumerate(component_sliders)} | {"temperature": temperature_slider}
-    output = widgets.interactive_output(draw, controls)
+    output = live_figure(draw, controls, figsize=(9, 3))
     return widgets.VBox([widgets.HBox(component_sliders[:4]), widgets.HBox(component_sliders[4:] + [temperature_slider]), output])
 
 
@@ -40,9 +64,9 @@ def head_explorer(layer_weights, labels, layer=None, head=0):
                                      description="layer")
     head_slider = widgets.IntSlider(value=head, min=0, max=n_heads - 1, description="head")
 
-    def draw(layer, head):
+    def draw(figure, layer, head):
         weights = np.asarray(layer_weights[layer][head], dtype=float)
-        figure, (left, right) = plt.subplots(1, 2, figsize=(13, 5.5), gridspec_kw={"width_ratios": [3, 2]})
+        left, right = figure.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
         plots.attention_heatmap(weights, labels, labels, ax=left, annotate=False,
                                 title=f"layer {layer}, head {head}: rows are queries")
         left.tick_params(labelsize=6)
@@ -50,9 +74,8 @@ def head_explorer(layer_weights, labels, layer=None, head=0):
                           ylim=(0, max(0.05, weights[-1].max() * 1.1)))
         right.tick_params(axis="x", labelsize=6, rotation=90)
         figure.tight_layout()
-        plt.show()
 
-    output = widgets.interactive_output(draw, {"layer": layer_slider, "head": head_slider})
+    output = live_figure(draw, {"layer": layer_slider, "head": head_slider}, figsize=(13, 5.5))
     return widgets.VBox([widgets.HBox([layer_slider, head_slider]), output])
 
 
@@ -71,9 +94,9 @@ def scaling_explorer(scale_for_unit_variance, entropy, n_keys=8, max_d_k=1024, s
     d_k_slider = widgets.SelectionSlider(options=[2 ** i for i in range(int(np.log2(max_d_k)) + 1)],
                                          value=min(64, max_d_k), description="d_k")
 
-    def draw(d_k):
+    def draw(figure, d_k):
         scores = keys[:, :d_k] @ query[:d_k]  # [n_keys]: unit-variance q.k, variance d_k
-        figure, axes = plt.subplots(1, 2, figsize=(10, 3))
+        axes = figure.subplots(1, 2)
         for ax, factor, label in ((axes[0], 1.0, "unscaled: softmax(q.k)"),
                                   (axes[1], scale_for_unit_variance(d_k), "scaled: softmax(q.k / sqrt(d_k))")):
             weights = softmax(scores * factor)
@@ -81,9 +104,8 @@ def scaling_explorer(scale_for_unit_variance, entropy, n_keys=8, max_d_k=1024, s
                               title=f"{label}\nmax {weights.max():.3f}, entropy {float(entropy(weights)):.3f} nats")
         figure.suptitle(f"d_k = {d_k}: scores range over [{scores.min():.1f}, {scores.max():.1f}]", y=1.02)
         figure.tight_layout()
-        plt.show()
 
-    output = widgets.interactive_output(draw, {"d_k": d_k_slider})
+    output = live_figure(draw, {"d_k": d_k_slider}, figsize=(10, 3))
     return widgets.VBox([d_k_slider, output])
 
 
@@ -98,10 +120,10 @@ def leak_explorer(attend_by_name, X, labels):
     size = widgets.FloatLogSlider(value=1.0, base=10, min=-6, max=1, step=0.25, description="nudge size")
     baselines = {name: np.asarray(fn(X)) for name, fn in attend_by_name.items()}
 
-    def draw(j, delta):
+    def draw(figure, j, delta):
         nudged = X.copy()
         nudged[j] += delta
-        figure, axes = plt.subplots(1, len(attend_by_name), figsize=(4.5 * len(attend_by_name), 3), squeeze=False)
+        axes = figure.subplots(1, len(attend_by_name), squeeze=False)
         for ax, (name, fn) in zip(axes[0], attend_by_name.items()):
             moved = np.abs(np.asarray(fn(nudged)) - baselines[name]).max(axis=1)
             colours = ["tab:red" if i < j else "tab:blue" for i in range(len(labels))]
@@ -110,7 +132,6 @@ def leak_explorer(attend_by_name, X, labels):
             ax.set_ylabel("largest change of the output")
             ax.set_title(f"{name}: earlier outputs (red) moved {moved[:j].max(initial=0):.3g}")
         figure.tight_layout()
-        plt.show()
 
-    output = widgets.interactive_output(draw, {"j": word, "delta": size})
+    output = live_figure(draw, {"j": word, "delta": size}, figsize=(4.5 * len(attend_by_name), 3))
     return widgets.VBox([widgets.HBox([word, size]), output])

@@ -1,0 +1,60 @@
+"""Every lesson widget draws a figure at once and redraws it when a control moves (no front end needed:
+the picture is the Image widget's PNG, which lives in the kernel)."""
+import ipywidgets
+import numpy as np
+import pytest
+
+from qkv import attention, heads, lookup, masking, scaling, widgets
+
+
+def controls_and_image(explorer):
+    found = []
+
+    def walk(widget):
+        found.append(widget)
+        for child in getattr(widget, "children", ()):
+            walk(child)
+    walk(explorer)
+    images = [w for w in found if isinstance(w, ipywidgets.Image)]
+    controls = [w for w in found if isinstance(w, ipywidgets.ValueWidget) and not isinstance(w, ipywidgets.Image)]
+    assert len(images) == 1, "one figure per explorer"
+    return controls, images[0]
+
+
+def assert_redraws(explorer, control_index, new_value):
+    controls, image = controls_and_image(explorer)
+    before = bytes(image.value)
+    assert before.startswith(b"\x89PNG"), "the widget shows a PNG figure as soon as it is created"
+    controls[control_index].value = new_value
+    after = bytes(image.value)
+    assert after.startswith(b"\x89PNG") and after != before, "moving a control redraws the figure"
+
+
+def test_lookup_explorer_follows_the_query_and_the_temperature():
+    keys, values = np.eye(4) * 3, np.arange(8.0).reshape(4, 2)
+    explorer = widgets.lookup_explorer(lookup.soft_lookup, keys, values, list("abcd"), query=[0, 1, 1, 0])
+    assert_redraws(explorer, 0, 2.5)
+    assert_redraws(explorer, 4, 0.05)
+
+
+def test_scaling_explorer_follows_d_k():
+    explorer = widgets.scaling_explorer(scaling.scale_for_unit_variance, scaling.entropy, n_keys=6, max_d_k=256)
+    assert_redraws(explorer, 0, 256)
+
+
+def test_leak_explorer_follows_the_nudged_word():
+    rng = np.random.default_rng(0)
+    W = [rng.normal(size=(4, 4)) for _ in range(3)]
+    explorer = widgets.leak_explorer({"no mask": lambda X: attention.self_attention(X, *W),
+                                      "causal": lambda X: masking.causal_self_attention(X, *W)},
+                                     rng.normal(size=(5, 4)), ["Hà", "Nội", "là", "thủ", "đô"])
+    assert_redraws(explorer, 0, 1)
+
+
+def test_head_explorer_follows_layer_and_head():
+    rng = np.random.default_rng(0)
+    weights = [heads.grouped_query_weights(rng.normal(size=(4, 6, 8)), rng.normal(size=(2, 6, 8)),
+                                           masking.causal_mask(6)) for _ in range(3)]
+    explorer = widgets.head_explorer(weights, [f"t{i}" for i in range(6)])
+    assert_redraws(explorer, 0, 0)
+    assert_redraws(explorer, 1, 3)
