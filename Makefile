@@ -11,14 +11,14 @@ LESSONS := $(sort $(notdir $(wildcard solutions/[0-9]*)))
 .PHONY: install model lab test browser release bench clean-class
 
 # Versions come from environment.yml only: its pip section is the requirements list.
-$(VENV)/.installed: environment.yml source_lib/pyproject.toml autograde/pyproject.toml
+$(VENV)/.installed: environment.yml source_lib/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { \
 	  echo "Could not create a virtual environment with $(PYTHON)."; \
 	  echo "On Debian/Ubuntu: sudo apt-get install python3-venv (Python 3.11), then run make again."; exit 1; }
 	$(PY) -m pip install --quiet --upgrade pip
 	sed -n 's/^ *- \([A-Za-z0-9_.-]*==[^ ]*\)$$/\1/p' environment.yml > $(VENV)/requirements.txt
 	$(PY) -m pip install --quiet -r $(VENV)/requirements.txt
-	$(PY) -m pip install --quiet --no-deps -e source_lib -e autograde
+	$(PY) -m pip install --quiet --no-deps -e source_lib
 	touch $@
 
 install: $(VENV)/.installed model

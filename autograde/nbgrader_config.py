@@ -10,6 +10,10 @@ c = get_config()  # noqa: F821  (injected by traitlets)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+# The hidden tests (qkv_grading, next to this file) are importable only in kernels that nbgrader starts
+# from here: they are not installed into the environment students use, so answers stay instructor-side.
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, os.environ.get("PYTHONPATH")) if p)
+
 c.CourseDirectory.course_id = "qkv"
 c.CourseDirectory.root = HERE
 c.CourseDirectory.source_directory = os.path.join("..", "solutions")

@@ -66,3 +66,15 @@ def assert_rejected(check, fn, *args, match=None):
 def mutant(lesson, grade, source, name=None):
     """The function `name` (default: grade) as defined by `source` in an otherwise perfect notebook."""
     return student(lesson, {grade: source})[name or grade]
+
+
+def solved_release(lesson, solved_ids=None):
+    """The student release of `lesson` with the given solution cells (default: all) filled in from the
+    source notebook: what a student hands in, with no hidden tests in it."""
+    sources = {grade_id(c): c.source for c in read(lesson).cells if c.metadata.get("nbgrader", {}).get("solution")}
+    solved_ids = set(sources) if solved_ids is None else set(solved_ids)
+    nb = read(lesson, RELEASE)
+    for cell in nb.cells:
+        if grade_id(cell) in solved_ids:
+            cell.source = sources[grade_id(cell)]
+    return nb

@@ -9,16 +9,16 @@ so notebooks/ gets no checkpoints and no modified notebook."""
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
 
+import nbformat
 import pytest
 
-from lessons import RELEASE, SOLUTIONS
+from lessons import RELEASE, solved_release
 
 CHROMIUM = "/usr/bin/chromium"
 BIN = os.path.dirname(sys.executable)
@@ -54,7 +54,7 @@ def lab(tmp_path_factory):
     """JupyterLab as `make lab` starts it, headless-safe, on a copy of lesson 01 with its solutions filled in."""
     root = tmp_path_factory.mktemp("course")
     (root / LESSON).mkdir()
-    shutil.copy(next((SOLUTIONS / LESSON).glob("*.ipynb")), root / LESSON / f"{LESSON}.ipynb")
+    nbformat.write(solved_release(LESSON), root / LESSON / f"{LESSON}.ipynb")
     home = tmp_path_factory.mktemp("jupyter")
     settings = home / "settings"
     # no news/update toast over the notebook: those would ask the (closed) network

@@ -119,3 +119,69 @@ def test_a_notebook_that_replaces_the_reference_or_numpy_cannot_grade_itself(mon
         check_against(lambda x: x, attention.softmax, (X,), name="softmax")
     monkeypatch.undo()
     check_against(own_softmax, attention.softmax, (X,), name="softmax")
+
+
+# ---------------------------------------------------------------- tricks a student could try (found in review)
+
+def test_reading_the_expected_answer_from_the_graders_stack_finds_nothing():
+    import sys as _sys
+
+    def peek(x):
+        frame = _sys._getframe(1)
+        while frame is not None:
+            if "expected" in frame.f_locals:
+                return frame.f_locals["expected"]
+            frame = frame.f_back
+        return np.zeros_like(x)
+    with pytest.raises(Hint, match="is wrong"):
+        check_against(peek, attention.softmax, (X,), name="softmax")
+
+
+def test_switching_the_profiler_off_or_using_a_thread_does_not_hide_a_reference_call():
+    import sys as _sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    def profiler_off(x):
+        _sys.setprofile(None)
+        return attention.softmax(x)
+    assert "switched off the profiler" in hint_for(profiler_off)
+
+    def in_a_thread(x):
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(attention.softmax, x).result()
+    assert "calls qkv's reference `softmax`" in hint_for(in_a_thread)
+
+
+def test_the_checks_own_helpers_count_as_reference():
+    from qkv.checks import lesson01
+    assert "calls qkv's reference" in hint_for(
+        lambda x: lesson01.SOFTMAX_MISTAKES[0][0](x, axis=0))
+
+
+def test_functions_handed_to_the_student_may_be_called():
+    def apply(f, x):
+        return f(x)
+    check_against(apply, lambda f, x: own_softmax(x), (attention.softmax, X), name="apply")
+
+
+def test_a_replacement_disguised_under_numpys_file_name_is_still_caught(monkeypatch):
+    disguised = eval(compile("lambda *a, **k: True", np.__file__, "eval"))
+    monkeypatch.setattr(np, "allclose", disguised)
+    with pytest.raises(Hint, match=r"`numpy.allclose` has been replaced"):
+        check_against(lambda x: x, attention.softmax, (X,), name="softmax")
+
+
+def test_parts_of_a_tuple_in_the_wrong_order_are_named():
+    from qkv import lookup
+
+    def output_first(q, K, V):
+        weights = own_softmax(K @ q)
+        return weights @ V, weights
+    q, K, V = np.ones(2), np.eye(3, 2), np.ones((3, 4))
+    with pytest.raises(Hint, match=r"returned parts of shapes \[\(4,\), \(3,\)\]; expected \(weights, output\) "
+                                   r"of shapes \[\(3,\), \(4,\)\]: are the parts in the wrong order\?"):
+        check_against(output_first, lookup.soft_lookup, (q, K, V), name="soft_lookup", outputs=("weights", "output"))
+
+
+def test_a_list_of_arrays_is_described_in_one_line():
+    assert "returned a list; expected" in hint_for(lambda x: [np.ones(3), np.ones(3)])

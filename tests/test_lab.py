@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from lessons import LESSONS, RELEASE, ROOT
+from lessons import LESSONS, RELEASE
 
 BIN = os.path.dirname(sys.executable)
 TOKEN = "qkv-test-token"
@@ -68,8 +68,8 @@ def test_widgets_extension_is_installed_for_the_lesson_widgets(lab):
     assert "@jupyter-widgets/jupyterlab-manager" in extensions
 
 
-def test_server_kernel_imports_the_course_library():
-    # the kernel the server starts is the environment's python: it must see qkv (not qkv_grading's tests)
+def test_server_kernel_imports_the_course_library_but_not_the_hidden_tests():
+    # the kernel the server starts is the environment's python: it must see qkv, and not the answers
     out = subprocess.run([os.path.join(BIN, "jupyter"), "kernelspec", "list", "--json"], capture_output=True, text=True)
     spec = json.loads(out.stdout)["kernelspecs"]["python3"]["spec"]
     python = spec["argv"][0]
@@ -77,3 +77,6 @@ def test_server_kernel_imports_the_course_library():
     check = subprocess.run([python, "-c", "import qkv.attention, qkv.plots, qkv.widgets, qkv.checks.lesson01"],
                            capture_output=True, text=True)
     assert check.returncode == 0, check.stderr
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    hidden = subprocess.run([python, "-c", "import qkv_grading"], capture_output=True, text=True, cwd=RELEASE, env=env)
+    assert hidden.returncode != 0 and "No module named 'qkv_grading'" in hidden.stderr

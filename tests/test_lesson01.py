@@ -92,6 +92,11 @@ def softmax(x, axis=-1):
     return (e / e.sum(axis=axis, keepdims=True)).tolist()
 """,
     "calls the reference": "import qkv.attention\ndef softmax(x, axis=-1):\n    return qkv.attention.softmax(x, axis)\n",
+    "fails on lists": """
+def softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+""",
     "is the reference": "from qkv.attention import softmax\n",
 }
 

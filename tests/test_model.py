@@ -7,7 +7,6 @@ The model must already be fetched (`make model`, i.e. `python -m qkv.fetch`).
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np

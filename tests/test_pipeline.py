@@ -5,20 +5,18 @@
 - notebooks/ is exactly what `nbgrader generate_assignment` makes from solutions/ and leaks nothing;
 - a fake class (perfect, blank and half-done submissions) autogrades and exports to the exact scores.
 """
-import copy
 import csv
 import json
 import os
 import pathlib
 import re
-import shutil
 import subprocess
 import sys
 
 import nbformat
 import pytest
 
-from lessons import LESSONS, RELEASE, ROOT, SOLUTIONS, grade_id, notebook_path, read
+from lessons import LESSONS, RELEASE, ROOT, SOLUTIONS, grade_id, notebook_path, read, solved_release
 
 AUTOGRADE = ROOT / "autograde"
 BIN = pathlib.Path(sys.executable).parent
@@ -129,17 +127,6 @@ def test_released_notebook_fails_every_graded_test(lesson):
 
 # ---------------------------------------------------------------- a fake class, graded for real
 
-def _submission(release_nb, solved_ids):
-    """The release notebook with the given solution cells filled in from the source notebook."""
-    solutions = {grade_id(c): c.source for c in read_source_cells(release_nb.metadata["_lesson"])}
-    nb = copy.deepcopy(release_nb)
-    for cell in nb.cells:
-        if grade_id(cell) in solved_ids:
-            cell.source = solutions[grade_id(cell)]
-    del nb.metadata["_lesson"]
-    return nb
-
-
 def read_source_cells(lesson):
     return [c for c in read(lesson).cells if c.metadata.get("nbgrader", {}).get("solution")]
 
@@ -157,15 +144,13 @@ def test_fake_class_round_trip_gives_exact_scores(lesson, tmp_path):
     source_nb = read(lesson)
     nbgrader("generate_assignment", lesson, "--force", *course_args(tmp_path))
     release_path = notebook_path(lesson, tmp_path / "release")
-    release_nb = nbformat.read(release_path, as_version=4)
-    release_nb.metadata["_lesson"] = lesson
     all_solutions = [grade_id(c) for c in read_source_cells(lesson)]
     half_ids, half_score = _half_done(lesson, source_nb)
     students = {"perfect": (all_solutions, points(source_nb)), "blank": ([], 0.0), "halfdone": (half_ids, half_score)}
     for student, (solved, _) in students.items():
         folder = tmp_path / "submitted" / student / lesson
         folder.mkdir(parents=True)
-        nbformat.write(_submission(release_nb, solved), folder / release_path.name)
+        nbformat.write(solved_release(lesson, solved), folder / release_path.name)
         (folder / "timestamp.txt").write_text("2026-11-29 09:00:00.000000 UTC")
     nbgrader("autograde", lesson, "--force", *course_args(tmp_path))
     nbgrader("generate_feedback", lesson, "--force", *course_args(tmp_path))

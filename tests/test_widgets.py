@@ -2,7 +2,6 @@
 the picture is the Image widget's PNG, which lives in the kernel)."""
 import ipywidgets
 import numpy as np
-import pytest
 
 from qkv import attention, heads, lookup, masking, scaling, widgets
 

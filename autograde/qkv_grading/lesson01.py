@@ -20,6 +20,7 @@ def softmax(student_softmax):
         ((1000.0 + rng.normal(size=(3, 4)),), {}),
         ((np.array([[-1000.0, -999.0, -1001.0], [1000.0, 999.0, 998.0]]),), {}),  # rows far apart
         ((np.array([[5.0, 5.0, 5.0, 5.0]]),), {}),
+        ((rng.normal(size=(2, 3)).tolist(),), {"axis": 0}),  # the exercise accepts lists
     ]
     for args, kwargs in cases:
         check_against(student_softmax, ref.softmax, args, kwargs, **check)

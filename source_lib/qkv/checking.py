@@ -7,18 +7,22 @@ instructor's hidden tests (autograde/qkv_grading) are both thin layers over `che
 """
 import contextlib
 import functools
+import glob
 import importlib
 import linecache
 import os
 import sys
+import threading
 import traceback
 
 import numpy as np
 
-# Files holding reference implementations; a student's function that calls into them is not graded.
+# Files holding reference implementations, and the checks' own helpers (which compute right answers
+# too); a student's function that calls into them is not graded.
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 REFERENCE_MODULES = ("attention", "lookup", "scaling", "masking", "heads")
-_REFERENCE_FILES = {os.path.join(_PACKAGE_DIR, name + ".py") for name in REFERENCE_MODULES}
+_REFERENCE_FILES = ({os.path.join(_PACKAGE_DIR, name + ".py") for name in REFERENCE_MODULES}
+                    | set(glob.glob(os.path.join(_PACKAGE_DIR, "checks", "*.py"))))
 
 
 class Hint(AssertionError):
@@ -33,6 +37,8 @@ _REFERENCE = {name: importlib.import_module(f"qkv.{name}") for name in REFERENCE
 _ORIGINAL = {(module, attr): value for module, m in _REFERENCE.items() for attr, value in vars(m).items()
              if callable(value)}
 _TRUSTED_DIRS = tuple({_PACKAGE_DIR, os.path.dirname(np.__file__), sys.prefix, sys.base_prefix})
+_NUMPY_ORIGINAL = dict(vars(np))
+_FIRST_SEEN = {}  # (module, attribute) -> object, for modules imported after this one
 
 
 def _foreign(value):
@@ -47,14 +53,26 @@ def _foreign(value):
     return getattr(type(value), "__module__", None) == "__main__"
 
 
-def assert_untampered():
+def _watched_modules():
     for name, module in list(sys.modules.items()):
-        if module is None or not (name in ("numpy", "qkv", "qkv_grading") or name.startswith(("qkv.", "qkv_grading."))):
-            continue
+        if module is not None and (name in ("numpy", "qkv", "qkv_grading") or name.startswith(("qkv.", "qkv_grading."))):
+            yield name, module
+
+
+def assert_untampered():
+    """Refuse to grade when a qkv, qkv_grading or numpy function is not the one the library was loaded with."""
+    for name, module in _watched_modules():
+        short = name.split(".")[-1]
         for attr, value in list(vars(module).items()):
-            short = name.split(".")[-1]
-            replaced = (short, attr) in _ORIGINAL and value is not _ORIGINAL[(short, attr)] and name.startswith("qkv.")
-            if replaced or _foreign(value):
+            if not callable(value):  # module-level data may change; functions and classes may not
+                continue
+            if name == "numpy":
+                original = _NUMPY_ORIGINAL.get(attr, value)
+            elif name.startswith("qkv.") and (short, attr) in _ORIGINAL:
+                original = _ORIGINAL[(short, attr)]
+            else:
+                original = _FIRST_SEEN.setdefault((name, attr), value)
+            if value is not original or _foreign(value):
                 raise Hint(f"`{name}.{attr}` has been replaced in this notebook; grading needs the original "
                            f"library, so remove the code that changes it and restart the kernel.")
 
@@ -64,8 +82,9 @@ def assert_untampered():
 def describe(value):
     if isinstance(value, np.ndarray):
         return f"array{tuple(value.shape)} {value.dtype}"
-    if isinstance(value, (list, tuple)) and len(value) > 6:
-        return f"{type(value).__name__} of {len(value)} items"
+    if isinstance(value, (list, tuple)) and (len(value) > 6 or any(isinstance(v, (np.ndarray, list, tuple)) for v in value)):
+        inner = ", ".join(describe(v) for v in value) if len(value) <= 4 else f"{len(value)} items"
+        return f"{type(value).__name__} of {inner}"
     if callable(value):
         return getattr(value, "__name__", "function")
     return repr(value)
@@ -82,12 +101,19 @@ def _copy(value):
 
 # ---------------------------------------------------------------- the reference tripwire
 
+_PROFILER_OFF = object()
+
+
 @contextlib.contextmanager
 def _no_reference_calls(allowed=()):
-    """Record calls made from outside qkv's reference files into them while the body runs."""
-    allowed_codes = {fn.__code__ for fn in allowed}
+    """Record calls made from outside qkv's reference files into them while the body runs.
+
+    `allowed`: functions the student may call (tools handed out, functions passed as arguments).
+    Threads started meanwhile are watched too; switching the profiler off counts as an offence.
+    """
+    allowed_codes = {getattr(fn, "__code__", None) for fn in allowed} - {None}
     offenders = []
-    previous = sys.getprofile()
+    previous, previous_threads = sys.getprofile(), threading.getprofile()
 
     def profile(frame, event, arg):
         if event == "call" and frame.f_code.co_filename in _REFERENCE_FILES:
@@ -97,10 +123,14 @@ def _no_reference_calls(allowed=()):
                 offenders.append(frame.f_code.co_name)
 
     sys.setprofile(profile)
+    threading.setprofile(profile)
     try:
         yield offenders
     finally:
+        if sys.getprofile() is not profile:
+            offenders.append(_PROFILER_OFF)
         sys.setprofile(previous)
+        threading.setprofile(previous_threads)
 
 
 def _is_reference(fn):
@@ -125,8 +155,9 @@ def call(fn, *args, name=None, allowed=(), **kwargs):
     shown = call_text(name, args, kwargs)
     args = tuple(_copy(a) for a in args)
     kwargs = {k: _copy(v) for k, v in kwargs.items()}
+    handed_over = [a for a in (*args, *kwargs.values()) if callable(a)]
     try:
-        with _no_reference_calls(allowed) as offenders:
+        with _no_reference_calls((*allowed, *handed_over)) as offenders:
             result = fn(*args, **kwargs)
     except NotImplementedError:
         raise Hint(f"`{name}` is not written yet: replace `raise NotImplementedError()` with your code.") from None
@@ -135,7 +166,10 @@ def call(fn, *args, name=None, allowed=(), **kwargs):
     except Exception as error:
         raise Hint(f"{shown} raised {type(error).__name__}: {error}{_where(error)}") from error
     if offenders:
-        used = ", ".join(sorted(set(offenders)))
+        if _PROFILER_OFF in offenders:
+            raise Hint(f"{shown} switched off the profiler that checks it does not call qkv's reference; "
+                       f"leave sys.setprofile alone.")
+        used = ", ".join(sorted({name.replace("<lambda>", "a helper") for name in offenders}))
         raise Hint(f"{shown} calls qkv's reference `{used}`; the exercise is to compute it yourself "
                    f"with numpy.")
     return result
@@ -221,14 +255,20 @@ def check_against(student_fn, reference_fn, args=(), kwargs=None, name=None, dia
     kwargs = dict(kwargs or {})
     name = name or getattr(student_fn, "__name__", "your function")
     shown = call_text(name, args, kwargs)
-    expected = reference_fn(*args, **kwargs)
     raw = call(student_fn, *args, name=name, allowed=allowed, **kwargs)
+    # computed only after the student's function has returned, so no stack frame holds the answer
+    expected = reference_fn(*args, **kwargs)
     if outputs is None:
         got = _validated(raw, expected, shown, allow_list, nonfinite_hint)
         _compare(got, np.asarray(expected, np.float64), shown, args, kwargs, diagnoses, extra_checks, rtol, atol)
         return got
     if not isinstance(raw, tuple) or len(raw) != len(outputs):
         raise Hint(f"{shown} returned {describe(raw)}; expected a tuple ({', '.join(outputs)}).")
+    shapes = [np.shape(r) for r in raw]
+    wanted = [np.shape(e) for e in expected]
+    if shapes != wanted and sorted(map(str, shapes)) == sorted(map(str, wanted)):
+        raise Hint(f"{shown} returned parts of shapes {shapes}; expected ({', '.join(outputs)}) of shapes "
+                   f"{wanted}: are the parts in the wrong order?")
     gots = tuple(_validated(r, e, f"{shown}, its {part},", allow_list, nonfinite_hint)
                  for r, e, part in zip(raw, expected, outputs))
     for index, part in enumerate(outputs):
@@ -319,3 +359,4 @@ def _install_short_hints():
 
 
 _install_short_hints()
+_ORIGINAL.update({("checking", attr): value for attr, value in dict(globals()).items() if callable(value)})

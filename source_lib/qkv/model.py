@@ -22,7 +22,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers

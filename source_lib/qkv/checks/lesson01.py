@@ -40,6 +40,7 @@ def softmax(student_softmax):
     check_against(student_softmax, ref.softmax, (small,), **check)
     check_against(student_softmax, ref.softmax, (small,), {"axis": 0}, **check)
     check_against(student_softmax, ref.softmax, (np.array([1000.0, 1001.0, 1002.0]),), **check)
+    check_against(student_softmax, ref.softmax, ([[1.0, 2.0], [3.0, 5.0]],), **check)  # lists are accepted
     print("softmax: all visible checks passed.")
 
 
