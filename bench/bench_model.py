@@ -86,6 +86,10 @@ def main():
     load_seconds = time.perf_counter() - start
     report("import + verify model file", import_seconds)
     report("load (float32 cache)", load_seconds, "target <= 5 s")
+    start = time.perf_counter()
+    qkv_model._read_gguf(path)
+    report("load straight from the GGUF", time.perf_counter() - start,
+           "dequantize Q4_1; `make model` does this once and keeps the float32 cache")
 
     text = ("Attention lets every token look back at the tokens before it and decide, head by head, "
             "which of them matter for predicting the next word in the sentence, and how much.")

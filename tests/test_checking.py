@@ -185,3 +185,10 @@ def test_parts_of_a_tuple_in_the_wrong_order_are_named():
 
 def test_a_list_of_arrays_is_described_in_one_line():
     assert "returned a list; expected" in hint_for(lambda x: [np.ones(3), np.ones(3)])
+
+
+def test_a_broadcast_error_from_a_forgotten_keepdims_says_so():
+    def softmax(x):
+        e = np.exp(x - x.max(axis=-1))
+        return e / e.sum(axis=-1)
+    assert "keepdims=True keeps it" in hint_for(softmax)

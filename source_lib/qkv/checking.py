@@ -164,7 +164,7 @@ def call(fn, *args, name=None, allowed=(), **kwargs):
     except Hint:
         raise
     except Exception as error:
-        raise Hint(f"{shown} raised {type(error).__name__}: {error}{_where(error)}") from error
+        raise Hint(f"{shown} raised {type(error).__name__}: {error}{_where(error)}{_likely_cause(error)}") from error
     if offenders:
         if _PROFILER_OFF in offenders:
             raise Hint(f"{shown} switched off the profiler that checks it does not call qkv's reference; "
@@ -173,6 +173,13 @@ def call(fn, *args, name=None, allowed=(), **kwargs):
         raise Hint(f"{shown} calls qkv's reference `{used}`; the exercise is to compute it yourself "
                    f"with numpy.")
     return result
+
+
+def _likely_cause(error):
+    if isinstance(error, ValueError) and "could not be broadcast" in str(error):
+        return (". A sum or max over an axis drops that axis; keepdims=True keeps it so the result "
+                "broadcasts back against the input")
+    return ""
 
 
 def _where(error):
