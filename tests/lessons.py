@@ -1,6 +1,7 @@
 """Helpers for lesson tests: build a 'student' from a source notebook's solution cells, swap in mutants."""
 import pathlib
 import re
+import socket
 import textwrap
 
 import nbformat
@@ -78,3 +79,9 @@ def solved_release(lesson, solved_ids=None):
         if grade_id(cell) in solved_ids:
             cell.source = sources[grade_id(cell)]
     return nb
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

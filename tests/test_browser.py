@@ -9,7 +9,6 @@ so notebooks/ gets no checkpoints and no modified notebook."""
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ import urllib.request
 import nbformat
 import pytest
 
-from lessons import RELEASE, solved_release
+from lessons import RELEASE, free_port, solved_release
 
 CHROMIUM = "/usr/bin/chromium"
 BIN = os.path.dirname(sys.executable)
@@ -41,12 +40,6 @@ except ImportError:  # a missing driver is never a silent skip: chromium is here
 
 def snapshot(folder):
     return sorted((str(p.relative_to(folder)), p.stat().st_mtime_ns) for p in folder.rglob("*"))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 kernel started by the server can import qkv and run a lesson's first cell."""
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -10,16 +9,10 @@ import urllib.request
 
 import pytest
 
-from lessons import LESSONS, RELEASE
+from lessons import LESSONS, RELEASE, free_port
 
 BIN = os.path.dirname(sys.executable)
 TOKEN = "qkv-test-token"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,7 @@
 import numpy as np
 
 from qkv import attention as ref_attention, heads as ref
+from qkv.masking import causal_mask as causal
 from qkv.checking import Hint, call, call_text, check_against, expect_array, expect_number
 
 # The exercises hand out the library's softmax and masked softmax: the lesson is about heads, not softmax.
@@ -124,10 +125,6 @@ def _mha_case(rng, T, d_model, n_heads, d_head):
     W_Q, W_K, W_V = (rng.normal(size=(d_model, n_heads * d_head)) / np.sqrt(d_model) * 2 for _ in range(3))
     W_O = rng.normal(size=(n_heads * d_head, d_model)) / np.sqrt(n_heads * d_head)
     return X, W_Q, W_K, W_V, W_O, n_heads
-
-
-def causal(T):
-    return np.tril(np.ones((T, T), dtype=bool))
 
 
 def multi_head_attention(student_mha):
