@@ -41,8 +41,9 @@ browser:
 release: $(VENV)/.installed
 	cd autograde && for lesson in $(LESSONS); do $(BIN)/nbgrader generate_assignment $$lesson --force || exit 1; done
 
+# timings and the lessons' measurements (bench/make_llamacpp_reference.py needs llama-cpp-python: run it by hand)
 bench: install
-	for script in bench/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+	for script in bench/bench_*.py bench/measure_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
 clean-class:
 	rm -rf autograde/submitted autograde/autograded autograde/feedback autograde/gradebook.db
