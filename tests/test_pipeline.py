@@ -10,6 +10,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -164,3 +165,25 @@ def test_fake_class_round_trip_gives_exact_scores(lesson, tmp_path):
     for body in ("check_against", "fresh_rng", "qkv_grading/lesson", "checking.py"):
         assert body not in feedback, f"feedback must show calls and hints, not test bodies ({body!r} found)"
     assert "is not written yet" in feedback, "feedback should tell the student what is wrong"
+
+
+def test_instructor_workflow_exactly_as_the_readme_documents_it(tmp_path):
+    """The stock commands from README, run in autograde/ of a copy of the course with its own config."""
+    course = tmp_path / "qkv"
+    for folder in ("autograde", "solutions", "notebooks"):
+        shutil.copytree(ROOT / folder, course / folder, ignore=shutil.ignore_patterns(
+            "gradebook.db", "submitted", "autograded", "feedback", "__pycache__", "*.csv"))
+    instructor = course / "autograde"
+    lesson = LESSONS[0]
+    nbgrader("generate_assignment", lesson, "--force", cwd=instructor)           # make release
+    released = notebook_path(lesson, course / "notebooks")
+    assert json.loads(released.read_text()) == json.loads(notebook_path(lesson, RELEASE).read_text())
+    submitted = instructor / "submitted" / "alice" / lesson
+    submitted.mkdir(parents=True)
+    nbformat.write(solved_release(lesson), submitted / released.name)           # collect
+    nbgrader("autograde", lesson, cwd=instructor)
+    nbgrader("generate_feedback", lesson, cwd=instructor)
+    nbgrader("export", "--to", "grades.csv", cwd=instructor)
+    (row,) = [r for r in csv.DictReader((instructor / "grades.csv").open()) if r["assignment"] == lesson]
+    assert row["student_id"] == "alice" and float(row["score"]) == points(read(lesson))
+    assert next((instructor / "feedback" / "alice" / lesson).glob("*.html")).stat().st_size > 10_000
