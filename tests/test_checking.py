@@ -192,3 +192,15 @@ def test_a_broadcast_error_from_a_forgotten_keepdims_says_so():
         e = np.exp(x - x.max(axis=-1))
         return e / e.sum(axis=-1)
     assert "keepdims=True keeps it" in hint_for(softmax)
+
+
+def test_grader_modules_cannot_be_replaced_by_assignment():
+    import qkv.checking
+    import qkv.checks.lesson01
+    import qkv_grading.lesson01
+    for module, name in ((qkv_grading.lesson01, "softmax"), (qkv.checks.lesson01, "softmax"),
+                         (qkv.checking, "close"), (qkv.checking, "assert_untampered")):
+        with pytest.raises(AttributeError, match="belongs to the grader"):
+            setattr(module, name, lambda *a, **k: None)
+        with pytest.raises(AttributeError, match="belongs to the grader"):
+            delattr(module, name)

@@ -7,7 +7,7 @@ edge cases that common mistakes trip over; a correct answer passes whatever the 
 """
 import numpy as np
 
-from qkv.checking import Hint, expect_number
+from qkv.checking import Hint, expect_number, seal
 
 
 def fresh_rng():
@@ -24,3 +24,6 @@ def expect_answer(answer, correct, name, tolerance=None):
     tolerance = tolerance if tolerance is not None else 1e-6 + 1e-3 * abs(correct)
     if abs(value - correct) > tolerance:
         raise Hint(f"`{name}` = {value:.6g} is not right (allowed error {tolerance:.2g}).")
+
+
+seal(__name__)

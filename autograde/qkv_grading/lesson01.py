@@ -3,7 +3,7 @@ import numpy as np
 
 from qkv import attention as ref, lookup
 from qkv.checks import lesson01 as visible
-from qkv.checking import check_against
+from qkv.checking import check_against, seal
 from qkv_grading import expect_answer, fresh_rng
 
 
@@ -70,3 +70,6 @@ ANSWERS = {
 def answer(name, value):
     correct, tolerance = ANSWERS[name]
     expect_answer(value, correct, name, tolerance)
+
+
+seal(__name__)

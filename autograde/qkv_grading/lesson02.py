@@ -4,7 +4,7 @@ import numpy as np
 
 from qkv import attention as ref
 from qkv.checks import lesson02 as visible
-from qkv.checking import check_against
+from qkv.checking import check_against, seal
 from qkv_grading import expect_answer, fresh_rng
 
 # (n_q, n_k, d_k, d_v): a square case first, where a transposed answer has the right shape and so gets
@@ -115,3 +115,6 @@ ANSWERS = {
 def answer(name, value):
     correct, tolerance = ANSWERS[name]
     expect_answer(value, correct, name, tolerance)
+
+
+seal(__name__)

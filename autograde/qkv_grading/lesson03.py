@@ -3,7 +3,7 @@ import numpy as np
 
 from qkv import attention as ref, scaling
 from qkv.checks import lesson03 as visible
-from qkv.checking import check_against
+from qkv.checking import check_against, seal
 from qkv_grading import expect_answer, fresh_rng
 
 
@@ -98,3 +98,6 @@ ANSWERS = {
 def answer(name, value):
     correct, tolerance = ANSWERS[name]
     expect_answer(value, correct, name, tolerance)
+
+
+seal(__name__)

@@ -3,7 +3,7 @@ huge hidden scores and fully masked rows."""
 import numpy as np
 
 from qkv import attention as ref, masking
-from qkv.checking import check_against
+from qkv.checking import check_against, seal
 from qkv.checks import lesson04 as visible
 from qkv_grading import expect_answer, fresh_rng
 
@@ -137,3 +137,6 @@ ANSWERS = {
 def answer(name, value):
     correct, tolerance = ANSWERS[name]
     expect_answer(value, correct, name, tolerance)
+
+
+seal(__name__)

@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 import traceback
+import types
 
 import numpy as np
 
@@ -57,6 +58,23 @@ def _watched_modules():
     for name, module in list(sys.modules.items()):
         if module is not None and (name in ("numpy", "qkv", "qkv_grading") or name.startswith(("qkv.", "qkv_grading."))):
             yield name, module
+
+
+class _SealedModule(types.ModuleType):
+    """A module of the grader: a notebook may add names to it but not replace or delete any."""
+
+    def __setattr__(self, name, value):
+        if name in self.__dict__:
+            raise AttributeError(f"`{self.__name__}.{name}` belongs to the grader; a notebook cannot replace it")
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name):
+        raise AttributeError(f"`{self.__name__}.{name}` belongs to the grader; a notebook cannot delete it")
+
+
+def seal(module_name):
+    """Make the named module's functions impossible to replace by plain assignment (hidden tests, checks)."""
+    sys.modules[module_name].__class__ = _SealedModule
 
 
 def assert_untampered():
@@ -367,3 +385,4 @@ def _install_short_hints():
 
 _install_short_hints()
 _ORIGINAL.update({("checking", attr): value for attr, value in dict(globals()).items() if callable(value)})
+seal(__name__)

@@ -2,7 +2,7 @@
 import numpy as np
 
 from qkv import lookup, attention as ref
-from qkv.checking import Hint, check_against
+from qkv.checking import Hint, check_against, seal
 
 SOFTMAX_OVERFLOW = ("exp overflowed. Subtract the maximum along `axis` (keepdims=True) before "
                     "exponentiating; it cancels out in the ratio.")
@@ -120,3 +120,5 @@ def temperature_sweep(student_sweep):
     print(f"soft_lookup_by_temperature: passed; at T=0.01 the output is {np.round(got[-1], 3)}, "
           f"the hard lookup gives {lookup.hard_lookup(q, K, V)}.")
 
+
+seal(__name__)

@@ -6,7 +6,7 @@ every other function of qkv's reference modules stays off limits inside the stud
 import numpy as np
 
 from qkv import attention as ref
-from qkv.checking import check_against
+from qkv.checking import check_against, seal
 
 TOOLS = (ref.softmax,)  # handed to the student in the notebook's import cell
 
@@ -214,3 +214,6 @@ def self_attention(student_self_attention):
     check_against(student_self_attention, ref.self_attention, args, **check)
     check_against(student_self_attention, ref.self_attention, tuple(a.tolist() for a in args), **check)
     print("self_attention: all visible checks passed.")
+
+
+seal(__name__)

@@ -2,7 +2,7 @@
 import numpy as np
 
 from qkv import attention as ref, scaling
-from qkv.checking import Hint, call, call_text, check_against, close, expect_number
+from qkv.checking import Hint, call, call_text, check_against, close, expect_number, seal
 
 # The lesson hands out the library's softmax; every other step is the student's own.
 TOOLS = (ref.softmax,)
@@ -255,3 +255,6 @@ def query_jacobian(student_fn):
     square = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, -1.0], [3.0, 0.0, 1.0]])
     check_query_jacobian(student_fn, scaling.query_jacobian, np.array([0.5, -1.0, 1.0]), square)
     print("query_jacobian: all visible checks passed.")
+
+
+seal(__name__)

@@ -10,7 +10,7 @@ Contracts the checks enforce (stated the same way in the notebook):
 import numpy as np
 
 from qkv import attention as ref, masking
-from qkv.checking import Hint, call, call_text, check_against, expect_array
+from qkv.checking import Hint, call, call_text, check_against, expect_array, seal
 
 WORDS = ["Hà", "Nội", "là", "thủ", "đô"]
 
@@ -343,3 +343,6 @@ def dependence_matrix(student_probe):
     for attend in probe_targets(W_Q, W_K, W_V):
         check_dependence(student_probe, attend, X)
     print("dependence_matrix: all visible checks passed.")
+
+
+seal(__name__)

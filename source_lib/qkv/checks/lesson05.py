@@ -3,7 +3,7 @@ import numpy as np
 
 from qkv import attention as ref_attention, heads as ref
 from qkv.masking import causal_mask as causal
-from qkv.checking import Hint, call, call_text, check_against, expect_array, expect_number
+from qkv.checking import Hint, call, call_text, check_against, expect_array, expect_number, seal
 
 # The exercises hand out the library's softmax and masked softmax: the lesson is about heads, not softmax.
 TOOLS = (ref_attention.softmax, ref_attention.masked_softmax)
@@ -256,3 +256,6 @@ def smollm2(student_gqa):
     word, gap = plugged_into_smollm2(student_gqa)
     print(f"SmolLM2 with your grouped_query_attention in all its layers predicts {word!r} after "
           f"{VISIBLE_PROMPT!r}, like the reference; largest logit difference {gap:.2g}.")
+
+
+seal(__name__)
