@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from qkv import heads, model, plots
+from qkv import model, plots, scaling
 
 SENTENCE = "Hà Nội là thủ đô của Việt Nam. Thành phố này nằm ở miền Bắc."
 
@@ -25,14 +25,14 @@ def main():
     print(f"uniform weights over {len(ids)} tokens would have entropy ln {len(ids)} = {np.log(len(ids)):.3f} nats\n")
 
     last_rows = run.weights[-1][:, -1, :]
-    entropy = heads.attention_entropy(last_rows)
+    entropy = scaling.entropy(last_rows)
     print(f"layer {c.n_layers - 1}, last token {labels[-1]!r}: three most-attended tokens per head")
     for head, row in enumerate(last_rows):
         top = np.argsort(row)[::-1][:3]
         cells = " · ".join(f"{j}:{labels[j]!r} {row[j]:.4f}" for j in top)
         print(f"  head {head}: {cells:<62} entropy {entropy[head]:.3f}")
 
-    all_entropy = np.array([heads.attention_entropy(w[:, -1, :]) for w in run.weights])
+    all_entropy = np.array([scaling.entropy(w[:, -1, :]) for w in run.weights])
     gaps = all_entropy.max(axis=1) - all_entropy.min(axis=1)
     first_token_share = np.array([w[:, -1, 0].mean() for w in run.weights])
     print("\nper layer: entropy of the last token's weights, most concentrated / most spread head "

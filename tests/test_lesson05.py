@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from lessons import assert_rejected, mutant, student
-from qkv import attention, heads, model, plots
+from qkv import attention, heads, model, plots, scaling
 from qkv.checks import lesson05 as visible
 from qkv_grading import lesson05 as hidden
 
@@ -76,8 +76,8 @@ def test_kv_cache_numbers():
 
 
 def test_entropy_is_zero_for_one_hot_and_log_n_for_uniform():
-    assert heads.attention_entropy([0.0, 1.0, 0.0]) == 0
-    assert np.isclose(heads.attention_entropy(np.full(8, 1 / 8)), np.log(8))
+    assert scaling.entropy([0.0, 1.0, 0.0]) == 0
+    assert np.isclose(scaling.entropy(np.full(8, 1 / 8)), np.log(8))
 
 
 def test_readable_labels_name_the_pieces_of_a_split_character():

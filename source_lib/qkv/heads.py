@@ -114,10 +114,3 @@ def attention_flops(T, d_model, n_heads, d_head, n_kv_heads=None):
     projections = 2 * T * attention_parameter_count(d_model, n_heads, d_head, n_kv_heads)
     scores_and_mixing = 2 * (2 * T * T * d_head) * n_heads  # Q K^T, then weights @ V, in every head
     return projections + scores_and_mixing
-
-
-def attention_entropy(weights):
-    # [..., n_k] -> [...]; nats: 0 when one key takes everything, log(n_k) when the weights are uniform
-    weights = as_float_array(weights, "weights")
-    safe = np.where(weights > 0, weights, 1.0)
-    return -np.sum(weights * np.log(safe), axis=-1)
