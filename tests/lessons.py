@@ -1,8 +1,14 @@
 """Helpers for lesson tests: build a 'student' from a source notebook's solution cells, swap in mutants."""
+import contextlib
+import json
+import os
 import pathlib
 import re
-import socket
+import subprocess
+import sys
 import textwrap
+import time
+import urllib.request
 
 import nbformat
 import pytest
@@ -81,7 +87,50 @@ def solved_release(lesson, solved_ids=None):
     return nb
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@contextlib.contextmanager
+def jupyter_lab(root, home, env=None, token="qkv-test-token"):
+    """A JupyterLab server on `root`, as `make lab` starts it but headless and on loopback; yields its base URL.
+
+    Port 0 lets the OS choose a free port at bind time (no window in which another process can take a port we
+    picked), and the server's runtime file tells us which. Readiness is the server answering /api/status,
+    waited for with a deadline, never a fixed sleep. Logs go to a file, not a pipe that nobody reads (a full
+    pipe would block the server mid-test)."""
+    runtime = pathlib.Path(home) / "runtime"
+    env = dict(os.environ if env is None else env, JUPYTER_RUNTIME_DIR=str(runtime))
+    log_path = pathlib.Path(home) / "lab.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            [os.path.join(os.path.dirname(sys.executable), "jupyter"), "lab", "--no-browser", "--port=0",
+             "--ServerApp.port_retries=0", "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}",
+             f"--ServerApp.root_dir={root}"] + (["--allow-root"] if os.geteuid() == 0 else []),
+            env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            base = _wait_until_serving(process, runtime, token, log_path, deadline=time.monotonic() + LAB_START_SECONDS)
+            yield base
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+LAB_START_SECONDS = 120  # a cold start on a loaded 2-core CI machine (first import, extension scan) can take a while
+
+
+def _wait_until_serving(process, runtime, token, log_path, deadline):
+    info = runtime / f"jpserver-{process.pid}.json"
+    while True:
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"JupyterLab did not start within {LAB_START_SECONDS} s:\n" + log_path.read_text()[-3000:],
+                        pytrace=False)
+        if info.exists():
+            try:
+                base = f"http://127.0.0.1:{json.loads(info.read_text())['port']}"
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5)
+                return base
+            except (OSError, ValueError, KeyError):  # file half-written, or server not answering yet
+                pass
+        time.sleep(0.2)

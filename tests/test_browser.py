@@ -9,15 +9,12 @@ so notebooks/ gets no checkpoints and no modified notebook."""
 import json
 import os
 import re
-import subprocess
 import sys
-import time
-import urllib.request
 
 import nbformat
 import pytest
 
-from lessons import RELEASE, free_port, solved_release
+from lessons import RELEASE, jupyter_lab, solved_release
 
 CHROMIUM = "/usr/bin/chromium"
 BIN = os.path.dirname(sys.executable)
@@ -55,33 +52,9 @@ def lab(tmp_path_factory):
     (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", MPLBACKEND="Agg",
-               JUPYTER_RUNTIME_DIR=str(home / "runtime"), JUPYTERLAB_SETTINGS_DIR=str(settings),
-               JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"))
-    port = free_port()
-    log = open(home / "lab.log", "w")
-    process = subprocess.Popen([os.path.join(BIN, "jupyter"), "lab", "--no-browser", f"--port={port}",
-                                "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={TOKEN}",
-                                f"--ServerApp.root_dir={root}"] + (["--allow-root"] if os.geteuid() == 0 else []),
-                               env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=2)
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail("JupyterLab did not start:\n" + (home / "lab.log").read_text()[-3000:])
-            time.sleep(0.25)
-    yield base, root
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    log.close()
+               JUPYTERLAB_SETTINGS_DIR=str(settings), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"))
+    with jupyter_lab(root, home, env, TOKEN) as base:
+        yield base, root
 
 
 @pytest.fixture
@@ -93,7 +66,11 @@ def page(tmp_path):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        # Actions and locators take the context's default; `expect(...)` assertions keep their own 5 s default
+        # unless told otherwise, and a first JupyterLab load on a busy machine takes longer than that.
         context.set_default_timeout(MINUTE)
+        context.set_default_navigation_timeout(2 * MINUTE)
+        expect.set_options(timeout=MINUTE)
         page = context.new_page()
         yield page
         context.close()

@@ -4,12 +4,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
 
-from lessons import LESSONS, RELEASE, free_port
+from lessons import LESSONS, RELEASE, jupyter_lab
 
 BIN = os.path.dirname(sys.executable)
 TOKEN = "qkv-test-token"
@@ -17,27 +16,11 @@ TOKEN = "qkv-test-token"
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    port = free_port()
     home = tmp_path_factory.mktemp("home")
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", JUPYTER_RUNTIME_DIR=str(home / "rt"))
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
     # the same root as `make lab`; no browser, a fixed token, loopback only
-    process = subprocess.Popen([os.path.join(BIN, "jupyter"), "lab", "--no-browser", f"--port={port}",
-                                "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={TOKEN}",
-                                f"--ServerApp.root_dir={RELEASE}"] + (["--allow-root"] if os.geteuid() == 0 else []),
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(120):
-        try:
-            urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        process.kill()
-        pytest.fail("JupyterLab did not start: " + process.stderr.read()[-2000:])
-    yield base
-    process.terminate()
-    process.wait(timeout=20)
+    with jupyter_lab(RELEASE, home, env, TOKEN) as base:
+        yield base
 
 
 def get(url):
