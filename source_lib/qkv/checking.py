@@ -21,7 +21,7 @@ import numpy as np
 # Files holding reference implementations, and the checks' own helpers (which compute right answers
 # too); a student's function that calls into them is not graded.
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-REFERENCE_MODULES = ("attention", "lookup", "scaling", "masking", "heads")
+REFERENCE_MODULES = ("attention", "lookup", "scaling", "masking", "heads", "cost")
 _REFERENCE_FILES = ({os.path.join(_PACKAGE_DIR, name + ".py") for name in REFERENCE_MODULES}
                     | set(glob.glob(os.path.join(_PACKAGE_DIR, "checks", "*.py"))))
 
@@ -209,6 +209,24 @@ def _where(error):
     frame = own[-1]
     line = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip()
     return f" (in your code, line {frame.lineno}: `{line}`)" if line else ""
+
+
+def call_with_peak_memory(fn, *args, **kwargs):
+    """(result, peak bytes): `call(fn, ...)` traced by tracemalloc, the peak counted from just before the call
+    (so it includes the copies of the inputs that `call` hands over, and everything numpy allocates inside)."""
+    import tracemalloc
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        result = call(fn, *args, **kwargs)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+    return result, peak
 
 
 # ---------------------------------------------------------------- validating what came back

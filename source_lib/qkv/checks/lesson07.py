@@ -1,0 +1,356 @@
+"""Visible checks for lesson 07, the cost of attention: counting, fitting, the KV cache, online softmax."""
+import math
+
+import numpy as np
+
+from qkv import attention as ref_attention, cost as ref
+from qkv.checking import (Hint, call, call_text, call_with_peak_memory, check_against, expect_array, expect_number,
+                          seal)
+
+# The KV-cache step hands out the library's softmax: the lesson is about what is cached, not about softmax.
+TOOLS = (ref_attention.softmax,)
+
+
+# ---------------------------------------------------------------- cost_ratio
+
+COST_RATIO_MISTAKES = [
+    (lambda n_old, n_new: n_new / n_old,
+     "this is how many times longer the context got; the score matrix is [n, n], so its size grows by the "
+     "square of that ratio."),
+    (lambda n_old, n_new: n_new ** 2 - n_old ** 2,
+     "this is how many scores were added, not how many times more there are: divide instead of subtracting."),
+    (lambda n_old, n_new: (n_old / n_new) ** 2,
+     "this is upside down: the ratio is new cost / old cost, (n_new / n_old)^2."),
+    (lambda n_old, n_new: 2 * n_new / n_old,
+     "doubling the ratio is not squaring it: (n_new / n_old)^2."),
+]
+
+
+def cost_ratio(student_cost_ratio):
+    check = dict(name="cost_ratio", diagnoses=COST_RATIO_MISTAKES, rtol=1e-9, atol=1e-9)
+    check_against(student_cost_ratio, ref.cost_ratio, (8, 16), **check)
+    check_against(student_cost_ratio, ref.cost_ratio, (1024, 3072), **check)
+    check_against(student_cost_ratio, ref.cost_ratio, (100, 50), **check)
+    print("cost_ratio: all visible checks passed.")
+
+
+# ---------------------------------------------------------------- fit_exponent
+
+def _slope(x, y):
+    return float(np.polyfit(np.asarray(x, dtype=float), np.asarray(y, dtype=float), 1)[0])
+
+
+FIT_EXPONENT_MISTAKES = [
+    (lambda s, v: _slope(s, v),
+     "this is the slope of the values themselves against the sizes; a power law is a straight line only on "
+     "log-log axes: fit np.log(values) against np.log(sizes)."),
+    (lambda s, v: _slope(np.log(v), np.log(s)),
+     "the axes are swapped: this is the slope of log(sizes) against log(values), 1 / exponent. Put log(sizes) "
+     "on x and log(values) on y."),
+    (lambda s, v: _slope(s, np.log(v)),
+     "only the values are on a log axis; take the log of the sizes too."),
+    (lambda s, v: _slope(np.log(s), v),
+     "only the sizes are on a log axis; take the log of the values too."),
+    (lambda s, v: float(np.polyfit(np.log(np.asarray(s, float)), np.log(np.asarray(v, float)), 1)[1]),
+     "this is the intercept of the fitted line, log(c); the exponent is its slope (np.polyfit gives the slope "
+     "first)."),
+    (lambda s, v: float(np.log(np.asarray(v, float)[-1] / np.asarray(v, float)[0])
+                        / np.log(np.asarray(s, float)[-1] / np.asarray(s, float)[0])),
+     "this uses only the first and the last point; fit a line through all the points by least squares."),
+]
+
+
+def power_law(rng, n, exponent, noise):
+    sizes = np.sort(rng.choice(np.arange(16, 20000), size=n, replace=False)).astype(float)
+    values = 3e-7 * sizes ** exponent * np.exp(rng.normal(scale=noise, size=n))
+    return sizes, values
+
+
+def fit_exponent(student_fit_exponent):
+    rng = np.random.default_rng(70)
+    check = dict(name="fit_exponent", diagnoses=FIT_EXPONENT_MISTAKES, rtol=1e-6, atol=1e-9)
+    sizes = np.array([128.0, 256, 512, 1024])
+    check_against(student_fit_exponent, ref.fit_exponent, (sizes, 5 * sizes ** 2), **check)
+    check_against(student_fit_exponent, ref.fit_exponent, power_law(rng, 6, 1.5, 0.2), **check)
+    check_against(student_fit_exponent, ref.fit_exponent, ([10, 20, 40, 80, 160], [2.0, 3.1, 8.0, 14.0, 40.0]),
+                  **check)
+    print("fit_exponent: all visible checks passed.")
+
+
+# ---------------------------------------------------------------- attention_step
+
+def _step(q, k, v, kv_index=None, scale=True, drop_newest=False, only_newest=False):
+    """attention_step with one thing changed, to recognise a mistake."""
+    q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))
+    if drop_newest:
+        k, v = k[:, :-1], v[:, :-1]
+    if only_newest:
+        k, v = k[:, -1:], v[:, -1:]
+    n_q, n_kv = q.shape[0], k.shape[0]
+    index = np.arange(n_q) // (n_q // n_kv) if kv_index is None else kv_index(np.arange(n_q), n_q, n_kv)
+    scores = q @ k[index].swapaxes(-1, -2) / (np.sqrt(q.shape[-1]) if scale else 1.0)
+    return ref_attention.softmax(scores) @ v[index]
+
+
+ATTENTION_STEP_MISTAKES = [
+    (lambda q, k, v: _step(q, k, v, scale=False),
+     "the scores are not scaled: divide q_new @ k^T by sqrt(d_head) before the softmax, as in every attention."),
+    (lambda q, k, v: _step(q, k, v, drop_newest=True),
+     "the new token does not see itself: the cache already holds its key and value (they are appended before "
+     "the step), so attend to every cached position, the last one included."),
+    (lambda q, k, v: _step(q, k, v, only_newest=True),
+     "the new token attends only to its own key: the point of the cache is to attend to every earlier token too."),
+    (lambda q, k, v: _step(q, k, v, kv_index=lambda h, n_q, n_kv: h % n_kv),
+     "query head h used key/value head h % H_kv (np.tile's order); consecutive query heads share a key/value "
+     "head, h // (H_q // H_kv), which is np.repeat's order (lesson 05)."),
+]
+
+
+def step_case(rng, n_q, n_kv, T, d_head):
+    return (rng.normal(size=(n_q, 1, d_head)) * 1.5, rng.normal(size=(n_kv, T, d_head)) * 1.5,
+            rng.normal(size=(n_kv, T, d_head)))
+
+
+def attention_step(student_attention_step):
+    rng = np.random.default_rng(71)
+    check = dict(name="attention_step", diagnoses=ATTENTION_STEP_MISTAKES, allowed=TOOLS)
+    check_against(student_attention_step, ref.attention_step, step_case(rng, 4, 2, 5, 3), **check)
+    check_against(student_attention_step, ref.attention_step, step_case(rng, 6, 3, 3, 4), **check)
+    check_against(student_attention_step, ref.attention_step, step_case(rng, 2, 2, 1, 4), **check)
+    print("attention_step: all visible checks passed.")
+
+
+# ---------------------------------------------------------------- append_to_cache
+
+APPEND_MISTAKES = [
+    (lambda kc, vc, kn, vn: (np.asarray(kn, float), np.asarray(vn, float)),
+     "this is only the new token's key and value: the cache must keep every earlier one too (append, do not "
+     "overwrite)."),
+    (lambda kc, vc, kn, vn: (np.concatenate([kn, kc], axis=1), np.concatenate([vn, vc], axis=1)),
+     "the new keys and values come first: the cache is in time order, so they go at the END (axis 1)."),
+    (lambda kc, vc, kn, vn: (np.concatenate([vc, vn], axis=1), np.concatenate([kc, kn], axis=1)),
+     "k and v are swapped: return (k_cache, v_cache) in that order."),
+]
+
+
+def cache_case(rng, n_kv, T, n_new, d_head, d_v=None):
+    d_v = d_head if d_v is None else d_v
+    return (rng.normal(size=(n_kv, T, d_head)), rng.normal(size=(n_kv, T, d_v)),
+            rng.normal(size=(n_kv, n_new, d_head)), rng.normal(size=(n_kv, n_new, d_v)))
+
+
+def append_to_cache(student_append):
+    rng = np.random.default_rng(72)
+    check = dict(name="append_to_cache", diagnoses=APPEND_MISTAKES, outputs=("k_cache", "v_cache"))
+    check_against(student_append, ref.append_to_cache, cache_case(rng, 2, 3, 1, 4), **check)
+    check_against(student_append, ref.append_to_cache, cache_case(rng, 3, 2, 2, 4, d_v=5), **check)
+    check_against(student_append, ref.append_to_cache, cache_case(rng, 2, 0, 1, 3), **check)
+    print("append_to_cache: all visible checks passed.")
+
+
+# ---------------------------------------------------------------- the student's cache inside SmolLM2
+
+VISIBLE_PROMPT = "The capital of France is"
+
+
+def _student_step(student_attention_step):
+    def attention_step(q_new, k_cache, v_cache):
+        shown = call_text("attention_step", (q_new, k_cache, v_cache))
+        result = call(student_attention_step, q_new, k_cache, v_cache, name="attention_step", allowed=TOOLS)
+        return expect_array(result, q_new.shape, f"inside SmolLM2, {shown}").astype(np.float32)
+    return attention_step
+
+
+def _student_append(student_append):
+    def append_to_cache(k_cache, v_cache, k_new, v_new):
+        shown = call_text("append_to_cache", (k_cache, v_cache, k_new, v_new))
+        result = call(student_append, k_cache, v_cache, k_new, v_new, name="append_to_cache")
+        if not isinstance(result, tuple) or len(result) != 2:
+            raise Hint(f"inside SmolLM2, {shown} returned {type(result).__name__}; expected a tuple (k_cache, v_cache).")
+        grown = (k_cache.shape[0], k_cache.shape[1] + k_new.shape[1], k_cache.shape[2])
+        return tuple(expect_array(part, grown, f"inside SmolLM2, {shown}, its {name},").astype(np.float32)
+                     for part, name in zip(result, ("k_cache", "v_cache")))
+    return append_to_cache
+
+
+def generation_matches(student_attention_step, student_append, prompt=VISIBLE_PROMPT, n_new=4, atol=1e-4):
+    """Greedy generation with the student's cache must give the tokens and logits of generation without one."""
+    from qkv import model
+
+    m = model.load()
+    ids = model.encode(m, prompt)
+    try:
+        new_ids, logits = model.generate_with_cache(m, ids, n_new, attention_step=_student_step(student_attention_step),
+                                                    append_to_cache=_student_append(student_append),
+                                                    return_logits=True)
+    except Hint:
+        raise
+    except ValueError as error:
+        raise Hint(f"SmolLM2 could not generate with your attention_step and append_to_cache: {error}") from None
+    # without a cache, step i re-runs the whole sequence; causality makes its last row row i of one forward pass
+    reference = model.forward(m, ids + new_ids[:-1]).logits[len(ids) - 1:]
+    expected_ids = [int(i) for i in np.argmax(reference, axis=1)]
+    gap = float(np.max(np.abs(logits - reference)))
+    expect_number(gap, "the largest logit difference")
+    if new_ids != expected_ids:
+        step = next(i for i, (a, b) in enumerate(zip(new_ids, expected_ids)) if a != b)
+        words = model.tokens(m, [expected_ids[step], new_ids[step]])
+        raise Hint(f"with your cache SmolLM2 generates {words[1]!r} at step {step + 1} after {prompt!r}; without a "
+                   f"cache it generates {words[0]!r} (largest logit difference {gap:.3g}). Check that each step "
+                   f"appends the new key and value at the end and attends to all of them.")
+    if gap > atol:
+        raise Hint(f"with your cache SmolLM2 generates the same {len(new_ids)} tokens after {prompt!r}, but its "
+                   f"logits differ from generation without a cache by up to {gap:.3g} (allowed {atol:g}): the same "
+                   f"tokens are not proof. Check the sqrt(d_head) scale and which cached positions you attend to.")
+    return model.decode(m, new_ids), gap
+
+
+def generation_with_cache(student_attention_step, student_append):
+    text, gap = generation_matches(student_attention_step, student_append)
+    print(f"SmolLM2 with your KV cache continues {VISIBLE_PROMPT!r} with {text!r}, exactly as without a cache; "
+          f"largest logit difference {gap:.2g}.")
+
+
+# ---------------------------------------------------------------- chunked_attention (online softmax)
+
+def _online(Q, K, V, chunk, rescale_sum=True, rescale_out=True, flip=False, drop_last=False, scale=True,
+            causal=False, skip_diagonal=False, mask_diagonal=True):
+    """Online-softmax attention with one thing changed, to recognise a mistake (a block grid when causal)."""
+    Q, K, V = (np.asarray(a, dtype=float) for a in (Q, K, V))
+    factor = 1 / math.sqrt(Q.shape[1]) if scale else 1.0
+    n_k = K.shape[0]
+    stop = n_k - n_k % chunk if drop_last else n_k
+    q_blocks = [(s, min(s + chunk, len(Q))) for s in range(0, len(Q), chunk)] if causal else [(0, len(Q))]
+    out = np.zeros((len(Q), V.shape[1]))
+    for q_start, q_end in q_blocks:
+        m = l = acc = None
+        last = (q_start if skip_diagonal else q_end) if causal else stop
+        for start in range(0, last, chunk):
+            end = min(start + chunk, stop)
+            if end <= start:
+                break
+            s = Q[q_start:q_end] @ K[start:end].T * factor
+            if causal and mask_diagonal:
+                s = np.where(np.arange(q_start, q_end)[:, None] >= np.arange(start, end)[None, :], s, -np.inf)
+            block_max = s.max(axis=1, keepdims=True)
+            if m is None:
+                m, l, acc = block_max, np.exp(s - block_max).sum(1, keepdims=True), np.exp(s - block_max) @ V[start:end]
+                continue
+            m_new = np.maximum(m, block_max)
+            r = np.exp(m_new - m) if flip else np.exp(m - m_new)
+            p = np.exp(s - m_new)
+            l = (l * r if rescale_sum else l) + p.sum(1, keepdims=True)
+            acc = (acc * r if rescale_out else acc) + p @ V[start:end]
+            m = m_new
+        if acc is not None:
+            out[q_start:q_end] = acc / l
+    return out
+
+
+CHUNKED_MISTAKES = [
+    (lambda Q, K, V, chunk: _online(Q, K, V, chunk, rescale_sum=False),
+     "the running sum is not rescaled when the running max grows: what was summed under the old max must be "
+     "multiplied by exp(old_max - new_max) before the new chunk's exponentials are added."),
+    (lambda Q, K, V, chunk: _online(Q, K, V, chunk, rescale_out=False),
+     "the running output is not rescaled when the running max grows: multiply it by exp(old_max - new_max) "
+     "before adding the new chunk's p @ V."),
+    (lambda Q, K, V, chunk: _online(Q, K, V, chunk, rescale_sum=False, rescale_out=False),
+     "neither the running sum nor the running output is rescaled when the running max grows: both must be "
+     "multiplied by exp(old_max - new_max)."),
+    (lambda Q, K, V, chunk: _online(Q, K, V, chunk, flip=True),
+     "the rescaling factor is upside down: exp(new_max - old_max) is >= 1; what was summed under the old max "
+     "shrinks under a larger one, by exp(old_max - new_max)."),
+    (lambda Q, K, V, chunk: _online(Q, K, V, chunk, drop_last=True),
+     "the last, shorter chunk is missing: when the number of keys is not a multiple of `chunk`, the final "
+     "chunk holds the remaining keys (range(0, n_k, chunk) and slicing handle it)."),
+    (lambda Q, K, V, chunk: _online(Q, K, V, chunk, scale=False),
+     "the scores are not scaled: divide Q @ K_chunk^T by sqrt(d_k)."),
+]
+
+CHUNKED_NONFINITE = ("on the first chunk the running max is -inf, so a factor exp(new_max - old_max) is infinite; "
+                     "the factor is exp(old_max - new_max), which is 0 there and never above 1. (Or a running sum "
+                     "stayed 0: is every chunk, the last shorter one included, added?)")
+
+
+def chunked_case(rng, n_q, n_k, d, d_v, spread=2.0, rising=False):
+    Q, K, V = rng.normal(size=(n_q, d)), rng.normal(size=(n_k, d)) * spread, rng.normal(size=(n_k, d_v))
+    if rising:  # every later chunk scores higher: the running max keeps growing, so rescaling is exercised
+        K = K + np.linspace(0, 6, n_k)[:, None] * Q.mean(axis=0)
+    return Q, K, V
+
+
+def memory_of_chunked(student_chunked, name="chunked_attention", T=1024, chunk=64, d=16):
+    """The student's chunked attention must not allocate anything near the [T, T] score matrix."""
+    Q, K, V = ref.random_qkv(T, d, seed=7)
+    result, peak = call_with_peak_memory(student_chunked, Q, K, V, chunk, name=name)
+    expect_array(result, (T, d), call_text(name, (Q, K, V, chunk)))
+    full = T * T * 8
+    if peak >= full / 2:
+        raise Hint(f"{name} allocated {peak / 2**20:.1f} MiB at its peak for {T} queries and keys in chunks of "
+                   f"{chunk}, as much as the whole [T, T] float64 score matrix ({full / 2**20:.0f} MiB): keep only "
+                   f"one [n_q, chunk] block of scores at a time.")
+    return peak
+
+
+def chunked_attention(student_chunked):
+    rng = np.random.default_rng(73)
+    check = dict(name="chunked_attention", diagnoses=CHUNKED_MISTAKES, nonfinite_hint=CHUNKED_NONFINITE,
+                 rtol=1e-6, atol=1e-6)
+    check_against(student_chunked, ref.chunked_attention, (*chunked_case(rng, 3, 8, 4, 2, rising=True), 4), **check)
+    check_against(student_chunked, ref.chunked_attention, (*chunked_case(rng, 4, 10, 3, 5, rising=True), 4), **check)
+    check_against(student_chunked, ref.chunked_attention, (*chunked_case(rng, 2, 5, 4, 3), 1), **check)
+    check_against(student_chunked, ref.chunked_attention, (*chunked_case(rng, 2, 5, 4, 3), 8), **check)
+    memory_of_chunked(student_chunked)
+    print("chunked_attention: all visible checks passed (and it never holds the whole score matrix).")
+
+
+# ---------------------------------------------------------------- causal_chunked_attention
+
+def _with_count(output_fn, count_fn):
+    return lambda Q, K, V, chunk: (output_fn(Q, K, V, chunk), count_fn(len(Q), chunk))
+
+
+def _computed(T, chunk):
+    return ref.causal_block_counts(T, chunk)[0]
+
+
+CAUSAL_MISTAKES = [
+    (_with_count(lambda Q, K, V, c: _online(Q, K, V, c, causal=True, mask_diagonal=False), _computed),
+     "queries see later keys inside the blocks on the diagonal: a diagonal block holds both past and future "
+     "keys, so mask the scores where the key's position is after the query's."),
+    (_with_count(lambda Q, K, V, c: _online(Q, K, V, c, causal=True, rescale_sum=False, rescale_out=False), _computed),
+     "the running sum and output are not rescaled when the running max grows (multiply both by "
+     "exp(old_max - new_max))."),
+    (_with_count(lambda Q, K, V, c: ref.causal_chunked_attention(Q, K, V, c)[0],
+                 lambda T, c: ref.causal_block_counts(T, c)[1]),
+     "the output is right, but every block of the grid was computed: a block whose first key comes after its "
+     "last query is entirely in the future; skip it (do not compute and mask it), and count only the blocks "
+     "you compute."),
+    (_with_count(lambda Q, K, V, c: ref.causal_chunked_attention(Q, K, V, c)[0],
+                 lambda T, c: (T // c) * (T // c + 1) // 2),
+     "the output is right but the count misses the blocks of the last, shorter chunk."),
+    (_with_count(lambda Q, K, V, c: ref.causal_chunked_attention(Q, K, V, c)[0],
+                 lambda T, c: _computed(T, c) - (-(-T // c))),
+     "the count leaves out the blocks on the diagonal; they are computed (half masked), so they count."),
+]
+
+CAUSAL_NONFINITE = ("a block of queries ended up with no key at all: the block on the diagonal must be computed "
+                    "(with its future half masked), since it holds each query's own key; only blocks strictly "
+                    "above the diagonal are skipped. (An upside-down rescaling exp(new_max - old_max) overflows too.)")
+
+
+def causal_case(rng, T, d, d_v, spread=2.0):
+    return rng.normal(size=(T, d)), rng.normal(size=(T, d)) * spread, rng.normal(size=(T, d_v))
+
+
+def causal_chunked_attention(student_causal):
+    rng = np.random.default_rng(74)
+    check = dict(name="causal_chunked_attention", diagnoses=CAUSAL_MISTAKES, nonfinite_hint=CAUSAL_NONFINITE,
+                 outputs=("output", "blocks computed"), rtol=1e-6, atol=1e-6)
+    check_against(student_causal, ref.causal_chunked_attention, (*causal_case(rng, 8, 4, 3), 2), **check)
+    check_against(student_causal, ref.causal_chunked_attention, (*causal_case(rng, 7, 3, 2), 3), **check)
+    check_against(student_causal, ref.causal_chunked_attention, (*causal_case(rng, 5, 4, 2), 5), **check)
+    print("causal_chunked_attention: all visible checks passed.")
+
+
+seal(__name__)
