@@ -5,13 +5,18 @@ step, so `nbgrader generate_assignment 01-lookup` rewrites `../notebooks/01-look
 Class data (submitted/, autograded/, feedback/, gradebook.db) stays here and is ignored by git.
 """
 import os
+import sys
 
 c = get_config()  # noqa: F821  (injected by traitlets)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# The hidden tests (qkv_grading, next to this file) are importable only in kernels that nbgrader starts
-# from here: they are not installed into the environment students use, so answers stay instructor-side.
+# The grader's own code (qkv_autograde) and the hidden tests (qkv_grading) live next to this file, importable by
+# the nbgrader process only: they are not installed into the environment students use, and the sandboxed
+# student kernels never see this folder.
+sys.path.insert(0, HERE)
+# Kernels that nbgrader itself starts unsandboxed (`nbgrader validate`, an instructor running a source notebook)
+# import the hidden tests through PYTHONPATH; sandboxed kernels start with a clean environment.
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, os.environ.get("PYTHONPATH")) if p)
 
 c.CourseDirectory.course_id = "qkv"
@@ -20,13 +25,33 @@ c.CourseDirectory.source_directory = os.path.join("..", "solutions")
 c.CourseDirectory.release_directory = os.path.join("..", "notebooks")
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(HERE, "gradebook.db")
 # the graders and the lessons need nothing from the student's folder but the notebook itself
-c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".staged"]
 
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# the model lessons run a 135M-parameter forward pass; 10 minutes per cell is generous on 2 cores
-c.Execute.timeout = 600
+# Grading runs each submission in a sandbox and computes every verdict outside the student's process
+# (qkv_autograde/): the answer cells run in a bubblewrap-isolated kernel with no network and no view of this
+# folder; the test cells run here and call the student's functions across the boundary with plain data.
+import nbgrader.apps.autogradeapp  # noqa: E402
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput,  # noqa: E402
+                                    DeduplicateIds, IgnorePattern, LimitOutput, OverwriteKernelspec, SaveAutoGrades)
+from qkv_autograde.converter import QkvAutograde  # noqa: E402
+from qkv_autograde.preprocessors import (RecordAnomalies, RecoverMetadata, RestoreLockedCells,  # noqa: E402
+                                         SandboxedExecute)
+
+# nbgrader has no setting for the converter class; staging, resume and the anomaly report are class-level steps
+nbgrader.apps.autogradeapp.Autograde = QkvAutograde
+c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKernelspec, RecoverMetadata,
+                                      RestoreLockedCells, CheckCellMetadata]
+c.Autograde.autograde_preprocessors = [SandboxedExecute, IgnorePattern, LimitOutput, SaveAutoGrades,
+                                       AssignLatePenalties, CheckCellMetadata, RecordAnomalies]
+# One wall-clock budget per notebook (the model lessons run a 135M-parameter forward pass on 2 cores), a cap per
+# cell so that one runaway cell cannot take the rest, and a cap per call of a student's function from a test.
+c.SandboxedExecute.budget_seconds = 600
+c.SandboxedExecute.cell_timeout = 300
+c.SandboxedExecute.call_timeout = 60
+c.SandboxedExecute.memory_limit = 2 << 30
 
 # A student who deletes or reorders a graded cell gets it back instead of an error that stops grading.
 c.OverwriteCells.add_missing_cells = True

@@ -202,6 +202,8 @@ def _likely_cause(error):
 
 def _where(error):
     """' (your line 4: `return x @ k`)' for the innermost frame of the student's own code."""
+    if hasattr(error, "where_in_student_code"):  # raised in the student's kernel, located there (qkv.wire)
+        return error.where_in_student_code
     own = [frame for frame in traceback.extract_tb(error.__traceback__)
            if not frame.filename.startswith(_PACKAGE_DIR) and "site-packages" not in frame.filename]
     if not own:

