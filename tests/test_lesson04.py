@@ -321,6 +321,48 @@ def causal_padding_mask(lengths, T):
 }
 
 PROBE_MUTANTS = {
+    # the contract fixes the nudge (delta on every component) and the threshold (tol): both are passed
+    # with non-default values by the hidden tests
+    "random nudges and an own threshold (ignores delta and tol)": """
+def dependence_matrix(attend, X, delta=1.0, tol=1e-9):
+    rng = np.random.default_rng(0)
+    X = np.asarray(X, dtype=float)
+    base = attend(X)
+    D = np.zeros((len(X), len(X)), dtype=bool)
+    for j in range(len(X)):
+        Y = X.copy(); Y[j] += rng.normal(size=X.shape[1])
+        D[:, j] = np.abs(attend(Y) - base).max(axis=1) > 1e-7
+    return D
+""",
+    "exact inequality (ignores tol)": """
+def dependence_matrix(attend, X, delta=1.0, tol=1e-9):
+    base = attend(np.asarray(X, dtype=float))
+    columns = []
+    for j in range(len(X)):
+        Y = np.array(X, dtype=float); Y[j] += delta
+        columns.append(np.any(attend(Y) != base, axis=1))
+    return np.array(columns, dtype=int).T
+""",
+    "nudges component 0 only": """
+def dependence_matrix(attend, X, delta=1.0, tol=1e-9):
+    X = np.asarray(X, dtype=float)
+    base = attend(X)
+    D = np.zeros((len(X), len(X)), dtype=bool)
+    for j in range(len(X)):
+        Y = X.copy(); Y[j, 0] += delta
+        D[:, j] = np.abs(attend(Y) - base).max(axis=1) > tol
+    return D
+""",
+    "signed change (no absolute value)": """
+def dependence_matrix(attend, X, delta=1.0, tol=1e-9):
+    X = np.asarray(X, dtype=float)
+    base = attend(X)
+    D = np.zeros((len(X), len(X)), dtype=bool)
+    for j in range(len(X)):
+        Y = X.copy(); Y[j] += delta
+        D[:, j] = (attend(Y) - base).max(axis=1) > tol
+    return D
+""",
     "transposed": """
 def dependence_matrix(attend, X, delta=1.0, tol=1e-9):
     X = np.asarray(X, dtype=float)
@@ -581,28 +623,17 @@ def dependence_matrix(attend, X, delta=1.0, tol=1e-9):
         Y = X.copy(); Y[j] = Y[j] + delta
         out = attend(Y)
         for i in range(len(X)):
-            D[i, j] = not np.allclose(out[i], base[i])
+            D[i, j] = not np.allclose(out[i], base[i], rtol=0, atol=tol)
     return D
 """,
-        "exact inequality, 0/1 ints": """
+        "any component over tol, 0/1 ints": """
 def dependence_matrix(attend, X, delta=1.0, tol=1e-9):
     base = attend(np.asarray(X, dtype=float))
     columns = []
     for j in range(len(X)):
         Y = np.array(X, dtype=float); Y[j] += delta
-        columns.append(np.any(attend(Y) != base, axis=1))
+        columns.append(np.any(np.abs(attend(Y) - base) > tol, axis=1))
     return np.array(columns, dtype=int).T
-""",
-        "random nudges": """
-def dependence_matrix(attend, X, delta=1.0, tol=1e-9):
-    rng = np.random.default_rng(0)
-    X = np.asarray(X, dtype=float)
-    base = attend(X)
-    D = np.zeros((len(X), len(X)), dtype=bool)
-    for j in range(len(X)):
-        Y = X.copy(); Y[j] += rng.normal(size=X.shape[1])
-        D[:, j] = np.abs(attend(Y) - base).max(axis=1) > 1e-7
-    return D
 """,
     },
 }

@@ -272,6 +272,10 @@ def kv_cache_bytes_per_token(config, bytes_per_element):
 def kv_cache_bytes_per_token(config, bytes_per_element):
     return 2 * config.n_kv_heads * config.d_head * bytes_per_element
 """,
+    "ignores bytes_per_element (counts numbers)": """
+def kv_cache_bytes_per_token(config, bytes_per_element):
+    return 2 * config.n_layers * config.n_kv_heads * config.d_head
+""",
     "counts bits": """
 def kv_cache_bytes_per_token(config, bytes_per_element):
     return 2 * config.n_layers * config.n_kv_heads * config.d_head * bytes_per_element * 8
@@ -492,3 +496,23 @@ def test_wrong_answers_are_rejected():
     assert_rejected(lambda v: hidden.answer("qwen_kv_bytes_per_token", v), 86016)  # ignored GQA
     assert_rejected(lambda v: hidden.answer("qwen_kv_saving_factor", v), 2)
     assert_rejected(lambda v: hidden.answer("qwen_kv_saving_factor", v), None)
+
+
+# ---------------------------------------------------------------- issue 12, item 8: the headline mistakes, visibly
+
+def test_visible_kv_check_tells_ignored_bytes_from_a_forgotten_factor_2():
+    ignores_bytes = mutant(LESSON, "kv_cache_bytes_per_token", KV_MUTANTS["ignores bytes_per_element (counts numbers)"])
+    forgets_two = mutant(LESSON, "kv_cache_bytes_per_token", KV_MUTANTS["forgets the factor 2 for K and V"])
+    bytes_hint = assert_rejected(visible.kv_cache_bytes_per_token, ignores_bytes)
+    two_hint = assert_rejected(visible.kv_cache_bytes_per_token, forgets_two)
+    assert "multiply by bytes_per_element" in bytes_hint and "factor 2" not in bytes_hint
+    assert "factor 2" in two_hint and "bytes_per_element" not in two_hint
+
+
+def test_visible_kv_check_accepts_an_object_with_only_the_named_attributes():
+    visible.kv_cache_bytes_per_token(student(LESSON)["kv_cache_bytes_per_token"])
+
+
+def test_missing_output_projection_is_named_from_its_shape():
+    no_projection = mutant(LESSON, "multi_head_attention", MHA_MUTANTS["no output projection"])
+    assert "output projection" in assert_rejected(visible.multi_head_attention, no_projection)

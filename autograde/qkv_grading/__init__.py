@@ -14,6 +14,12 @@ def fresh_rng():
     return np.random.default_rng()
 
 
+def distinct_sizes(rng, n, low=2, high=9):
+    """n different whole numbers in [low, high): dimensions drawn this way are never equal by chance, so a
+    transposed or mixed-up axis cannot hide behind a square shape."""
+    return [int(size) for size in rng.choice(np.arange(low, high), size=n, replace=False)]
+
+
 def expect_answer(answer, correct, name, tolerance=None):
     """Hidden grading of a self-check answer: a choice (string) or a number within a tolerance."""
     if isinstance(correct, str):

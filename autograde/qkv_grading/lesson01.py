@@ -1,63 +1,137 @@
-"""Hidden tests for lesson 01."""
+"""Hidden tests for lesson 01, designed from each function's contract rather than from a list of mistakes.
+
+Every test has FIXED adversarial cases (so a mistake they expose is caught on every draw) and fresh
+random ones whose dimensions are all different (never equal by chance), at both magnitude extremes, with
+every documented argument also passed with a non-default value.
+"""
 import numpy as np
 
 from qkv import attention as ref, lookup
 from qkv.checks import lesson01 as visible
 from qkv.checking import check_against, seal
-from qkv_grading import expect_answer, fresh_rng
+from qkv_grading import distinct_sizes, expect_answer, fresh_rng
+
+# withheld from the student's kernel while this lesson is graded: each computes a graded answer
+GRADED_REFERENCES = ("qkv.attention.softmax", "qkv.attention.masked_softmax", "qkv.lookup.hard_lookup",
+                     "qkv.lookup.soft_lookup", "qkv.lookup.soft_lookup_by_temperature")
+
+# ---------------------------------------------------------------- softmax
+
+SOFTMAX_FIXED = [
+    # rows of very different size: one shift by the array's max leaves row 0 as exp(-1000) / exp(-1000) = 0/0
+    ((np.array([[0.0, 0.0, 1.0], [1000.0, 1000.0, 999.0]]),), {}),
+    # each row spans more than 709 (exp(709) overflows), with a near tie between its two largest scores
+    ((np.array([[-750.0, 0.0, 1e-3], [800.0, 800.0 - 1e-3, 20.0]]),), {}),
+    # the same along axis 0: columns of very different size
+    ((np.array([[0.0, 1000.0, -3.0], [0.5, 1000.0, 720.0]]),), {"axis": 0}),
+]
+
+
+def _softmax_cases(rng):
+    a, b, c = distinct_sizes(rng, 3)
+    mixed = rng.normal(size=(a, b))
+    mixed[0] *= 1e4    # a row of huge scores next to
+    mixed[-1] *= 1e-4  # a row of tiny ones (all but uniform)
+    return [
+        ((rng.normal(size=a),), {}),
+        ((mixed,), {}),
+        ((rng.normal(size=(b, a)) * 3,), {"axis": 0}),
+        ((rng.normal(size=(a, b, c)) * 2,), {"axis": 1}),
+        ((rng.normal(size=(c, a, b)) * 500,), {"axis": -2}),  # spans far beyond 709
+        ((rng.normal(size=(b, c)).astype(np.float32) * 40,), {}),
+        ((rng.normal(size=(c, a)).tolist(),), {"axis": 0}),  # the exercise accepts lists
+    ]
 
 
 def softmax(student_softmax):
-    rng = fresh_rng()
     check = dict(name="softmax", diagnoses=visible.SOFTMAX_MISTAKES, extra_checks=[visible._sums_to_one],
                  nonfinite_hint=visible.SOFTMAX_OVERFLOW)
-    cases = [
-        ((rng.normal(size=7),), {}),
-        ((rng.normal(size=(4, 6)),), {}),
-        ((rng.normal(size=(4, 6)),), {"axis": 0}),
-        ((rng.normal(size=(3, 5, 4)),), {"axis": 1}),
-        ((rng.normal(size=(5, 5)).astype(np.float32),), {}),
-        ((1000.0 + rng.normal(size=(3, 4)),), {}),
-        ((np.array([[-1000.0, -999.0, -1001.0], [1000.0, 999.0, 998.0]]),), {}),  # rows far apart
-        ((np.array([[5.0, 5.0, 5.0, 5.0]]),), {}),
-        ((rng.normal(size=(2, 3)).tolist(),), {"axis": 0}),  # the exercise accepts lists
-    ]
-    for args, kwargs in cases:
+    for args, kwargs in SOFTMAX_FIXED + _softmax_cases(fresh_rng()):
         check_against(student_softmax, ref.softmax, args, kwargs, **check)
 
 
+# ---------------------------------------------------------------- hard_lookup
+
+# keys whose dot products with the query collide or beat the query's own key ([2, 4, 0] = 2 x [1, 2, 0]),
+# keys that share some components or are permutations of others, and the zero key
+HARD_KEYS = np.array([[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [2.0, 4.0, 0.0], [1.0, 2.0, 1.0], [0.0, 0.0, 0.0]])
+HARD_VALUES = np.array([[10.0, -1.0], [20.0, -2.0], [30.0, -3.0], [40.0, -4.0], [50.0, -5.0]])
+HARD_FOUND = [1, 3, 4, 0]
+HARD_MISSES = [np.array([1.0, 2.0, 1e-3]),   # a near miss of key 0
+               np.array([0.0, 2.0, 1.0])]    # a permutation of key 0 that is not a key
+
+
+def _random_table(rng):
+    """Distinct integer keys, one of them twice another (its dot product with the query beats the query's own)."""
+    n, d_k, d_v = distinct_sizes(rng, 3, 2, 7)
+    grid = np.unique(rng.integers(-2, 3, size=(6 * n, d_k)).astype(float), axis=0)
+    grid = grid[np.any(grid != 0, axis=1)]
+    keys = grid[rng.permutation(len(grid))[:n]]
+    if not np.any(np.all(keys == 2 * keys[0], axis=1)):
+        keys[-1] = 2 * keys[0]
+    order = rng.permutation(len(keys))
+    return keys[order], rng.normal(size=(len(keys), d_v)), int(np.flatnonzero(order == 0)[0])
+
+
 def hard_lookup(student_hard_lookup):
+    check = dict(name="hard_lookup", diagnoses=visible.HARD_LOOKUP_MISTAKES)
+    for index in HARD_FOUND:
+        check_against(student_hard_lookup, lookup.hard_lookup, (HARD_KEYS[index].copy(), HARD_KEYS, HARD_VALUES), **check)
+    for query in HARD_MISSES:
+        visible.expect_lookup_error(student_hard_lookup, query, HARD_KEYS, HARD_VALUES)
     rng = fresh_rng()
-    keys = rng.integers(0, 3, size=(6, 4)).astype(float)
-    keys = np.unique(keys, axis=0)
-    values = rng.normal(size=(len(keys), 3))
-    for index in rng.permutation(len(keys))[:3]:
-        check_against(student_hard_lookup, lookup.hard_lookup, (keys[index].copy(), keys, values),
-                      name="hard_lookup", diagnoses=visible.HARD_LOOKUP_MISTAKES)
-    partial = keys[0].copy()
-    partial[0] = 7.0  # shares every other component with keys[0]
-    visible.expect_lookup_error(student_hard_lookup, partial, keys, values)
-    visible.expect_lookup_error(student_hard_lookup, rng.normal(size=4) + 0.5, keys, values)
+    keys, values, doubled = _random_table(rng)
+    other = int(rng.choice([i for i in range(len(keys)) if i != doubled]))
+    for index in (doubled, other):
+        check_against(student_hard_lookup, lookup.hard_lookup, (keys[index].copy(), keys, values), **check)
+    near_miss = keys[other].copy()
+    near_miss[rng.integers(len(near_miss))] += 1e-6
+    visible.expect_lookup_error(student_hard_lookup, near_miss, keys, values)
+
+
+# ---------------------------------------------------------------- soft_lookup
+
+# two keys whose scores differ by 1e-3 at temperature 1e-3: the weights are e/(1+e) and 1/(1+e), not one-hot,
+# so a hard argmax (or a temperature ignored) is caught
+NEAR_TIE_QUERY = np.array([1.0, 0.0, 0.0])
+NEAR_TIE_KEYS = np.array([[1.0, 0.0, 0.0], [0.999, 0.5, 0.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 2.0]])
+NEAR_TIE_VALUES = np.array([[10.0, 0.0], [0.0, 5.0], [2.0, 2.0], [-4.0, 1.0]])
+
+
+def _soft_cases(rng):
+    n, d_k, d_v = distinct_sizes(rng, 3)
+    q, K, V = rng.normal(size=d_k), rng.normal(size=(n, d_k)), rng.normal(size=(n, d_v))
+    return [
+        ((NEAR_TIE_QUERY, NEAR_TIE_KEYS, NEAR_TIE_VALUES), {"temperature": 1e-3}),
+        ((NEAR_TIE_QUERY, NEAR_TIE_KEYS, NEAR_TIE_VALUES), {"temperature": 7.0}),
+        ((q, K, V), {}),
+        ((q, K, V, float(rng.uniform(0.2, 0.6))), {}),  # the temperature passed by position
+        ((q * 300, K, V), {"temperature": 0.01}),       # scores / temperature span far beyond 709
+        ((q * 1e-4, K, V), {"temperature": float(rng.uniform(2, 5))}),  # nearly uniform weights
+    ]
 
 
 def soft_lookup(student_soft_lookup):
-    rng = fresh_rng()
     check = dict(name="soft_lookup", diagnoses=visible.SOFT_LOOKUP_MISTAKES, outputs=("weights", "output"),
                  nonfinite_hint=visible.SOFTMAX_OVERFLOW)
-    for n, d_k, d_v, temperature in [(5, 4, 3, 1.0), (7, 8, 2, 0.3), (3, 2, 6, 4.0)]:
-        q, K, V = rng.normal(size=d_k), rng.normal(size=(n, d_k)), rng.normal(size=(n, d_v))
-        check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V), {"temperature": temperature}, **check)
-    q, K, V = rng.normal(size=4), rng.normal(size=(6, 4)), rng.normal(size=(6, 2))
-    check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V), **check)
-    check_against(student_soft_lookup, lookup.soft_lookup, (q * 300, K, V), {"temperature": 0.01}, **check)
+    for args, kwargs in _soft_cases(fresh_rng()):
+        check_against(student_soft_lookup, lookup.soft_lookup, args, kwargs, **check)
 
+
+# ---------------------------------------------------------------- soft_lookup_by_temperature
 
 def temperature_sweep(student_sweep):
     rng = fresh_rng()
-    q, K, V = rng.normal(size=4), rng.normal(size=(5, 4)), rng.normal(size=(5, 3))
-    temperatures = np.array([5.0, 1.0, 0.2, 0.05, 0.001])
-    check_against(student_sweep, lookup.soft_lookup_by_temperature, (q, K, V, temperatures),
-                  name="soft_lookup_by_temperature", nonfinite_hint=visible.SOFTMAX_OVERFLOW)
+    check = dict(name="soft_lookup_by_temperature", nonfinite_hint=visible.SWEEP_NONFINITE,
+                 diagnoses=visible.SWEEP_MISTAKES)
+    # not sorted, so an answer in another order cannot pass; 1e-3 is the near tie's unsaturated temperature
+    fixed = [3.0, 1e-3, 0.5, 1e-4, 20.0]
+    check_against(student_sweep, lookup.soft_lookup_by_temperature,
+                  (NEAR_TIE_QUERY, NEAR_TIE_KEYS, NEAR_TIE_VALUES, np.array(fixed)), **check)
+    n, d_k, d_v, n_t = distinct_sizes(rng, 4)
+    q, K, V = rng.normal(size=d_k) * 3, rng.normal(size=(n, d_k)), rng.normal(size=(n, d_v))
+    temperatures = rng.permutation(np.exp(rng.uniform(np.log(0.005), np.log(10), size=n_t)))
+    check_against(student_sweep, lookup.soft_lookup_by_temperature, (q, K, V, temperatures.tolist()), **check)
 
 
 ANSWERS = {

@@ -7,6 +7,12 @@ from qkv.checks import lesson02 as visible
 from qkv.checking import check_against, seal
 from qkv_grading import expect_answer, fresh_rng
 
+# withheld from the student's kernel while this lesson is graded: each computes a graded answer (softmax is a
+# tool handed out by the lesson)
+GRADED_REFERENCES = ("qkv.attention.dot_scores", "qkv.attention.scaled_scores", "qkv.attention.attention_weights",
+                     "qkv.attention.attention", "qkv.attention.project_qkv", "qkv.attention.self_attention",
+                     "qkv.attention.masked_softmax")
+
 # (n_q, n_k, d_k, d_v): a square case first, where a transposed answer has the right shape and so gets
 # its diagnosis; then non-square ones, where no transposition or wrong axis can pass
 SHAPES = [(4, 4, 4, 4), (3, 5, 4, 2), (6, 2, 8, 3), (1, 7, 16, 5)]

@@ -6,6 +6,11 @@ from qkv.checks import lesson03 as visible
 from qkv.checking import check_against, seal
 from qkv_grading import expect_answer, fresh_rng
 
+# withheld from the student's kernel while this lesson is graded: each computes a graded answer (numerical_jacobian
+# gives query_jacobian's answer to within the tolerance, random_attention_weights the scaled softmax)
+GRADED_REFERENCES = ("qkv.scaling.dot_product_variance", "qkv.scaling.scale_for_unit_variance", "qkv.scaling.entropy",
+                     "qkv.scaling.softmax_jacobian", "qkv.scaling.query_jacobian", "qkv.scaling.numerical_jacobian")
+
 
 def _seeds(rng, n):
     return [int(s) for s in rng.choice(2**31, size=n, replace=False)]

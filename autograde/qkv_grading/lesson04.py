@@ -1,11 +1,19 @@
-"""Hidden tests for lesson 04, the causal mask: fresh random inputs, several T, batches, float32,
-huge hidden scores and fully masked rows."""
+"""Hidden tests for lesson 04, the causal mask, designed from each function's contract: fresh random inputs
+whose dimensions all differ, several T, batches whose size differs from T and equals it, float32, visible
+scores beyond exp's range (both signs), huge hidden scores, fully masked rows; and fixed adversarial cases
+so that a mistake is caught on every draw."""
+import functools
+
 import numpy as np
 
-from qkv import attention as ref, masking
+from qkv import attention as ref, masking, probes
 from qkv.checking import check_against, seal
 from qkv.checks import lesson04 as visible
-from qkv_grading import expect_answer, fresh_rng
+from qkv_grading import distinct_sizes, expect_answer, fresh_rng
+
+# withheld from the student's kernel while this lesson is graded: each computes a graded answer
+GRADED_REFERENCES = ("qkv.masking.causal_mask", "qkv.attention.masked_softmax", "qkv.masking.causal_self_attention",
+                     "qkv.masking.padding_mask", "qkv.masking.causal_padding_mask", "qkv.masking.dependence_matrix")
 
 
 def _some_lengths(rng):
@@ -22,6 +30,17 @@ def causal_mask(student_causal_mask):
 def _loud_hidden(rng, scores, mask, loudness):
     """Give every hidden entry a score far above the visible ones: it must still get no weight."""
     return np.where(mask, scores, scores + loudness * (1 + rng.random(scores.shape)))
+
+
+MASKED_SOFTMAX_FIXED = [
+    # the VISIBLE scores are far beyond exp's range: row 0 near +1000 (spanning 750), row 1 near -800 (an exp
+    # without the shift by the visible maximum gives 0/0), row 2 fully masked under a huge hidden score
+    (np.array([[1000.0, 0.0, 250.0, 999.5], [-800.0, -800.2, 5.0, -801.0], [3.0, 900.0, -2.0, 1.0]]),
+     np.array([[True, False, True, True], [True, True, False, True], [False, False, False, False]])),
+    # a batch of 2 score matrices [2, 3, 3] under one causal mask, rows of very different size
+    (np.array([[[0.0, 5.0, 9.0], [1000.0, 999.0, 7.0], [-1000.0, -999.0, -1001.0]],
+               [[2.0, 1.0, 0.0], [0.5, 0.25, 800.0], [300.0, -400.0, 100.0]]]), masking.causal_mask(3)),
+]
 
 
 def masked_softmax(student_masked_softmax):
@@ -48,7 +67,7 @@ def masked_softmax(student_masked_softmax):
     cases.append((_loud_hidden(rng, rng.normal(size=(T, T)), causal, 200.0).astype(np.float32), causal))
     # nothing hidden: the plain softmax
     cases.append((rng.normal(size=(3, 5)), np.ones((3, 5), dtype=bool)))
-    for scores, mask in cases:
+    for scores, mask in MASKED_SOFTMAX_FIXED + cases:
         check_against(student_masked_softmax, visible.MASKED_SOFTMAX_REFERENCE, (scores, mask), **check)
 
 
@@ -60,15 +79,18 @@ def _random_projections(rng, d_model, d_k, d_v):
 def causal_self_attention(student_attention):
     rng = fresh_rng()
     check = visible.CAUSAL_ATTENTION_CHECK
-    for T, d_model, d_k, d_v in [(int(rng.integers(4, 9)), 6, 4, 3), (1, 5, 3, 2), (int(rng.integers(10, 17)), 8, 8, 5)]:
+    T, d_model, d_k, d_v = distinct_sizes(rng, 4, 2, 10)
+    for T, d_model, d_k, d_v in [(T, d_model, d_k, d_v), (1, 5, 3, 2), (int(rng.integers(10, 17)), 7, 9, 4)]:
         W = _random_projections(rng, d_model, d_k, d_v)
         check_against(student_attention, visible.CAUSAL_ATTENTION_REFERENCE, (rng.normal(size=(T, d_model)), *W), **check)
     W = _random_projections(rng, 6, 4, 4)
     T = int(rng.integers(3, 8))
-    batch = rng.normal(size=(3, T, 6))
+    batch = rng.normal(size=(T + 1, T, 6))  # batch size != T: a mask built from the wrong axis cannot fit
     check_against(student_attention, visible.CAUSAL_ATTENTION_REFERENCE, (batch, *W), **check)
+    square = rng.normal(size=(T, T, 6))     # batch size == T: a mask built from the wrong axis fits but is wrong
+    check_against(student_attention, visible.CAUSAL_ATTENTION_REFERENCE, (square, *W), **check)
     W32 = tuple(w.astype(np.float32) for w in W)
-    check_against(student_attention, visible.CAUSAL_ATTENTION_REFERENCE, (batch.astype(np.float32), *W32), **check)
+    check_against(student_attention, visible.CAUSAL_ATTENTION_REFERENCE, (batch[:2].astype(np.float32), *W32), **check)
     check_against(student_attention, visible.CAUSAL_ATTENTION_REFERENCE, (visible.loud_future_input(rng, T, W[0], W[1]), *W),
                   **check)
 
@@ -99,29 +121,57 @@ def causal_padding_mask(student_causal_padding_mask):
                                   meaning="key j is visible to query i of sequence b when j <= i and j < lengths[b]")
 
 
-def _positionwise(W):
-    return visible.named(lambda X: np.tanh(np.asarray(X) @ W), "positionwise")
-
-
 def _clear_cut(attend, X):
     """Every real dependence moves the output by far more than any threshold a student might choose."""
     return np.array_equal(masking.dependence_matrix(attend, X, tol=1e-9),
                           masking.dependence_matrix(attend, X, tol=1e-4))
 
 
+def _attention_targets(rng, T, d_model):
+    """Attention of X with known masks (causal, none, random), as plain data: functools.partial of qkv's
+    self_attention with the weights and mask bound; redrawn until every dependence is clear-cut."""
+    for _ in range(20):
+        X = rng.normal(size=(T, d_model))
+        W_Q, W_K, W_V = _random_projections(rng, d_model, 4, 3)
+        random_mask = (rng.random((T, T)) < 0.5) | np.eye(T, dtype=bool)
+        targets = [functools.partial(ref.self_attention, W_Q=W_Q, W_K=W_K, W_V=W_V, mask=mask)
+                   for mask in (masking.causal_mask(T), None, random_mask)]
+        if all(_clear_cut(attend, X) for attend in targets):
+            break
+    return X, targets
+
+
+def _readout_targets(rng, T, d_in):
+    """Targets whose dependences are exact by construction (qkv.probes.mixed_readout): outputs that only
+    rise, outputs that only fall and ignore input component 0, and weak dependences below a threshold."""
+    mix = (rng.random((T, T)) < 0.5) | np.eye(T, dtype=bool)
+    readout = rng.uniform(0.5, 1.5, size=(d_in, d_in + 1))
+    weak = np.where(mix, 1.0, 1e-4)  # every pair depends, but the 1e-4 ones move by less than tol below
+    X = rng.normal(size=(T, d_in))
+    return X, [
+        ((functools.partial(probes.mixed_readout, mix=mix.astype(float), readout=readout), X), {}),
+        ((functools.partial(probes.mixed_readout, mix=mix.T.astype(float), readout=-readout, ignored=[0]), X), {}),
+        ((functools.partial(probes.mixed_readout, mix=weak, readout=readout), X), {"delta": 1e-3, "tol": 1e-5}),
+    ]
+
+
+# fixed: outputs that only fall, input component 0 unread, and a dependence only on the future
+READOUT_FIXED = (np.arange(12.0).reshape(4, 3) / 7,
+                 np.array([[1.0, 0, 0, 1], [0, 1, 0, 0], [1, 0, 1, 0], [0, 0, 0, 1]]),
+                 -np.array([[1.0, 2.0], [0.5, 1.0], [1.0, 0.25]]))
+
+
 def dependence_matrix(student_probe):
     rng = fresh_rng()
-    for T, d_model in [(int(rng.integers(4, 9)), 6), (1, 4), (int(rng.integers(9, 14)), 5)]:
-        for _ in range(50):
-            X = rng.normal(size=(T, d_model))
-            W_Q, W_K, W_V = _random_projections(rng, d_model, 4, 3)
-            random_mask = (rng.random((T, T)) < 0.5) | np.eye(T, dtype=bool)
-            targets = visible.probe_targets(W_Q, W_K, W_V) + [
-                visible.named(lambda X, m=random_mask: ref.self_attention(X, W_Q, W_K, W_V, mask=m), "random_mask_attention"),
-                _positionwise(W_V),
-            ]
-            if all(_clear_cut(attend, X) for attend in targets):
-                break
+    X, mix, readout = READOUT_FIXED
+    fixed = functools.partial(probes.mixed_readout, mix=mix, readout=readout, ignored=[0])
+    visible.check_dependence(student_probe, fixed, X)
+    T, d_in = distinct_sizes(rng, 2, 3, 9)
+    X, targets = _readout_targets(rng, T, d_in)
+    for args, kwargs in targets:
+        visible.check_dependence(student_probe, *args, **kwargs)
+    for T, d_model in [(int(rng.integers(4, 9)), 6), (1, 4)]:
+        X, targets = _attention_targets(rng, T, d_model)
         for attend in targets:
             visible.check_dependence(student_probe, attend, X)
 

@@ -1,57 +1,100 @@
-"""Hidden tests for lesson 05: heads. Shapes are drawn so that tile != repeat and d_model != d_head."""
+"""Hidden tests for lesson 05, heads, designed from each function's contract: every dimension drawn different
+(T, d_model, n_heads, d_head, H_q, H_kv, T_q, T_k), d_model != n_heads * d_head first, groupings where tile and
+repeat disagree, masks that are not causal passed by keyword, configs carrying only the attributes the exercise
+names; fixed cases first so that a mistake is caught, and named, on every draw."""
+from types import SimpleNamespace
+
 import numpy as np
 
 from qkv import heads as ref
 from qkv.checks import lesson05 as visible
 from qkv.checking import check_against, seal
-from qkv_grading import expect_answer, fresh_rng
+from qkv_grading import distinct_sizes, expect_answer, fresh_rng
+
+# withheld from the student's kernel while this lesson is graded: each computes a graded answer
+GRADED_REFERENCES = ("qkv.heads.split_heads", "qkv.heads.merge_heads", "qkv.heads.multi_head_attention",
+                     "qkv.heads.grouped_query_attention", "qkv.heads.grouped_query_weights", "qkv.heads.repeat_kv_heads",
+                     "qkv.heads.kv_cache_bytes_per_token")
 
 
 def split_heads(student_split_heads):
     rng = fresh_rng()
     check = dict(name="split_heads", diagnoses=visible.SPLIT_HEADS_MISTAKES)
-    for T, n_heads, d_head in [(int(rng.integers(3, 7)), 3, 4), (5, 6, 2), (2, 4, 5), (7, 2, 8), (4, 1, 6)]:
-        x = rng.normal(size=(T, n_heads * d_head))
-        check_against(student_split_heads, ref.split_heads, (x, n_heads), **check)
-    x = rng.normal(size=(3, 12)).astype(np.float32)
-    check_against(student_split_heads, ref.split_heads, (x, 4), **check)
+    # fixed: entry (t, c) = 100 t + c, so every misplaced number shows; T, n_heads, d_head all differ
+    check_against(student_split_heads, ref.split_heads, (SPLIT_FIXED,), {"n_heads": 3}, **check)
+    T, n_heads, d_head = distinct_sizes(rng, 3, 2, 8)
+    cases = [(rng.normal(size=(T, n_heads * d_head)) * 1e6, n_heads),
+             (rng.normal(size=(d_head, T * n_heads)).astype(np.float32) * 1e-6, T),
+             (rng.normal(size=(n_heads, d_head)), 1)]
+    for args in cases:
+        check_against(student_split_heads, ref.split_heads, args, **check)
+
+
+SPLIT_FIXED = 100.0 * np.arange(2)[:, None] + np.arange(12)[None, :]      # T = 2, 3 heads of 4
+MERGE_FIXED = 100.0 * np.arange(3)[:, None, None] + 10.0 * np.arange(2)[None, :, None] + np.arange(4)  # [3, 2, 4]
 
 
 def merge_heads(student_merge_heads):
     rng = fresh_rng()
     check = dict(name="merge_heads", diagnoses=visible.MERGE_HEADS_MISTAKES)
-    for n_heads, T, d_head in [(3, int(rng.integers(3, 7)), 4), (6, 5, 2), (2, 4, 7), (1, 3, 5)]:
-        check_against(student_merge_heads, ref.merge_heads, (rng.normal(size=(n_heads, T, d_head)),), **check)
-    check_against(student_merge_heads, ref.merge_heads,
-                  (rng.normal(size=(4, 3, 2)).astype(np.float32),), **check)
+    check_against(student_merge_heads, ref.merge_heads, (MERGE_FIXED,), **check)
+    n_heads, T, d_head = distinct_sizes(rng, 3, 2, 8)
+    for x in (rng.normal(size=(n_heads, T, d_head)) * 1e6, rng.normal(size=(T, d_head, n_heads)).astype(np.float32),
+              rng.normal(size=(1, n_heads, T))):
+        check_against(student_merge_heads, ref.merge_heads, (x,), **check)
+
+
+def _some_visible(rng, n_q, n_k, p=0.6):
+    """A mask that is not causal, with at least one visible key per query (fully masked rows are lesson 04's)."""
+    mask = rng.random((n_q, n_k)) < p
+    mask[np.arange(n_q), rng.integers(n_k, size=n_q)] = True
+    return mask
+
+
+def _mha_shapes(rng):
+    """(T, d_model, n_heads, d_head) all different and d_model != n_heads * d_head."""
+    while True:
+        T, d_model, n_heads, d_head = distinct_sizes(rng, 4, 2, 10)
+        if d_model != n_heads * d_head:
+            return T, d_model, n_heads, d_head
 
 
 def multi_head_attention(student_mha):
     rng = fresh_rng()
-    check = dict(name="multi_head_attention", diagnoses=visible.MULTI_HEAD_ATTENTION_MISTAKES,
-                 allowed=visible.TOOLS)
-    # (T, d_model, n_heads, d_head): d_model = n_heads * d_head as in real models, and also not
-    for T, d_model, n_heads, d_head, masked in [(5, 12, 3, 4, True), (6, 12, 6, 2, True), (4, 8, 2, 4, False),
-                                                (6, 10, 3, 4, True), (3, 9, 1, 5, True)]:
-        args = visible._mha_case(rng, T, d_model, n_heads, d_head)
-        kwargs = {"mask": visible.causal(T)} if masked else {}
-        check_against(student_mha, ref.multi_head_attention, args, kwargs, **check)
+    check = visible.check_mha
+    # first, fixed: d_model (10) != n_heads * d_head (12), so every scaling mistake is told apart; a mask
+    # that is not causal, passed by keyword
+    fixed_rng = np.random.default_rng(1005)
+    args = visible._mha_case(fixed_rng, 5, 10, 3, 4)
+    check(student_mha, args, {"mask": _some_visible(fixed_rng, 5, 5)})
+    T, d_model, n_heads, d_head = _mha_shapes(rng)
+    args = visible._mha_case(rng, T, d_model, n_heads, d_head)
+    check(student_mha, (*args, visible.causal(T)))  # the mask by position
+    check(student_mha, args)                         # no mask
+    # d_model = n_heads * d_head, as in real models; one head; float32
+    check(student_mha, visible._mha_case(rng, 6, 12, 6, 2), {"mask": visible.causal(6)})
+    check(student_mha, visible._mha_case(rng, 3, 9, 1, 5))
     X, W_Q, W_K, W_V, W_O, n_heads = visible._mha_case(rng, 4, 8, 4, 2)
     floats = [a.astype(np.float32) for a in (X, W_Q, W_K, W_V, W_O)]
-    check_against(student_mha, ref.multi_head_attention, (*floats, n_heads), {"mask": visible.causal(4)},
-                  rtol=1e-3, atol=1e-4, **check)
+    check(student_mha, (*floats, n_heads), {"mask": visible.causal(4)}, rtol=1e-3, atol=1e-4)
 
 
 def grouped_query_attention(student_gqa):
     rng = fresh_rng()
     check = dict(name="grouped_query_attention", diagnoses=visible.GROUPED_QUERY_ATTENTION_MISTAKES,
                  allowed=visible.TOOLS)
-    # groupings where np.tile and np.repeat disagree (6:2, 6:3, 9:3, 8:2) and the edge cases 5:5 and 4:1
-    for n_q, n_kv, T, d_head in [(6, 2, 5, 4), (6, 3, 4, 3), (9, 3, int(rng.integers(3, 7)), 4), (8, 2, 3, 2),
-                                 (5, 5, 4, 3), (4, 1, 5, 2)]:
-        check_against(student_gqa, ref.grouped_query_attention, visible.gqa_case(rng, n_q, n_kv, T, d_head),
-                      {"mask": visible.causal(T)}, **check)
-    check_against(student_gqa, ref.grouped_query_attention, visible.gqa_case(rng, 6, 2, 3, 4, T_k=5), **check)
+    # fixed first: 6 query heads over 2 key/value heads (np.tile and np.repeat disagree, and h // H_kv is
+    # another grouping again), T_q != T_k, a mask that is not causal, by keyword
+    fixed_rng = np.random.default_rng(1006)
+    q, k, v = visible.gqa_case(fixed_rng, 6, 2, 3, 4, T_k=5)
+    check_against(student_gqa, ref.grouped_query_attention, (q, k, v), {"mask": _some_visible(fixed_rng, 3, 5, 0.7)}, **check)
+    T, T_k, d_head = distinct_sizes(rng, 3, 2, 8)
+    for n_q, n_kv in [(6, 3), (9, 3), (8, 2), (5, 5), (4, 1)]:
+        check_against(student_gqa, ref.grouped_query_attention, visible.gqa_case(rng, n_q, n_kv, T, d_head, T_k=T_k),
+                      {"mask": _some_visible(rng, T, T_k, 0.7)}, **check)
+    check_against(student_gqa, ref.grouped_query_attention, visible.gqa_case(rng, 6, 2, T, d_head),
+                  {"mask": visible.causal(T)}, **check)
+    check_against(student_gqa, ref.grouped_query_attention, visible.gqa_case(rng, 8, 4, T, d_head, T_k=T_k), **check)
     q, k, v = (a.astype(np.float32) for a in visible.gqa_case(rng, 6, 3, 4, 4))
     check_against(student_gqa, ref.grouped_query_attention, (q, k, v, visible.causal(4)),
                   rtol=1e-3, atol=1e-4, **check)
@@ -60,14 +103,15 @@ def grouped_query_attention(student_gqa):
 def kv_cache_bytes_per_token(student_kv_bytes):
     rng = fresh_rng()
     check = dict(name="kv_cache_bytes_per_token", diagnoses=visible.KV_CACHE_MISTAKES)
-    for _ in range(3):
-        n_kv = int(rng.integers(1, 5))
-        n_heads = n_kv * int(rng.integers(2, 6))
-        d_head = int(rng.choice([16, 32, 64, 128]))
-        config = ref.AttentionShape("drawn", n_layers=int(rng.integers(2, 40)), d_model=n_heads * d_head,
-                                    n_heads=n_heads, n_kv_heads=n_kv, d_head=d_head)
-        for bytes_per_element in (1, 2, 4):
-            check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (config, bytes_per_element), **check)
+    # fixed: an object with only the attributes the exercise names; 4 bytes first, where ignoring
+    # bytes_per_element and forgetting the factor 2 give different numbers
+    only_contract = SimpleNamespace(n_layers=3, n_heads=12, n_kv_heads=4, d_head=5)
+    for bytes_per_element in (4, 1, 2):
+        check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (only_contract, bytes_per_element), **check)
+    n_layers, n_kv, d_head, group = distinct_sizes(rng, 4, 2, 40)
+    config = ref.AttentionShape("drawn", n_layers=n_layers, d_model=int(rng.integers(2, 4000)),
+                                n_heads=n_kv * group, n_kv_heads=n_kv, d_head=d_head)
+    check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (config,), {"bytes_per_element": 2}, **check)
     check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (ref.QWEN25_05B, 2), **check)
     check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (ref.GPT2_SMALL, 4), **check)
 

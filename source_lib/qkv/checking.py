@@ -9,6 +9,7 @@ import contextlib
 import functools
 import glob
 import importlib
+import itertools
 import linecache
 import os
 import sys
@@ -21,7 +22,7 @@ import numpy as np
 # Files holding reference implementations, and the checks' own helpers (which compute right answers
 # too); a student's function that calls into them is not graded.
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-REFERENCE_MODULES = ("attention", "lookup", "scaling", "masking", "heads", "cost")
+REFERENCE_MODULES = ("attention", "lookup", "scaling", "masking", "heads", "sinks", "cost")
 _REFERENCE_FILES = ({os.path.join(_PACKAGE_DIR, name + ".py") for name in REFERENCE_MODULES}
                     | set(glob.glob(os.path.join(_PACKAGE_DIR, "checks", "*.py"))))
 
@@ -129,7 +130,8 @@ def _no_reference_calls(allowed=()):
     `allowed`: functions the student may call (tools handed out, functions passed as arguments).
     Threads started meanwhile are watched too; switching the profiler off counts as an offence.
     """
-    allowed_codes = {getattr(fn, "__code__", None) for fn in allowed} - {None}
+    # a functools.partial handed over (a qkv function with some arguments bound) allows the function it wraps
+    allowed_codes = {getattr(getattr(fn, "func", fn), "__code__", None) for fn in allowed} - {None}
     offenders = []
     previous, previous_threads = sys.getprofile(), threading.getprofile()
 
@@ -213,9 +215,17 @@ def _where(error):
     return f" (in your code, line {frame.lineno}: `{line}`)" if line else ""
 
 
+
 def call_with_peak_memory(fn, *args, **kwargs):
     """(result, peak bytes): `call(fn, ...)` traced by tracemalloc, the peak counted from just before the call
     (so it includes the copies of the inputs that `call` hands over, and everything numpy allocates inside)."""
+    if hasattr(fn, "peak_memory_of_last_call"):  # a student's function in a sandboxed kernel: measured there
+        fn.measure_memory = True
+        try:
+            result = call(fn, *args, **kwargs)
+        finally:
+            fn.measure_memory = False
+        return result, fn.peak_memory_of_last_call
     import tracemalloc
     was_tracing = tracemalloc.is_tracing()
     if not was_tracing:
@@ -290,7 +300,10 @@ def check_against(student_fn, reference_fn, args=(), kwargs=None, name=None, dia
     """Run student and reference on the same inputs; raise a Hint that says what is probably wrong.
 
     diagnoses: (mistake_fn, hint) pairs; mistake_fn(*args, **kwargs) computes what a known mistake
-        would return. If the student's answer matches it, the hint explains the mistake.
+        would return. The hint is given only when the diagnosis is certain: the student's answer matches
+        that mistake on at least two inputs on which the mistake differs from the reference and from every
+        other listed mistake (this input, and inputs like it the student's function is called on again,
+        through `call`, only when its answer is wrong). Otherwise the generic largest difference is named.
     extra_checks: functions (student_result, args, kwargs) -> hint or None, for mistakes that are
         recognised by a property (rows not summing to 1) rather than by an exact value.
     outputs: names of the parts when the function returns a tuple, e.g. ("weights", "output").
@@ -303,9 +316,11 @@ def check_against(student_fn, reference_fn, args=(), kwargs=None, name=None, dia
     raw = call(student_fn, *args, name=name, allowed=allowed, **kwargs)
     # computed only after the student's function has returned, so no stack frame holds the answer
     expected = reference_fn(*args, **kwargs)
+    probes = _Probes(student_fn, reference_fn, args, kwargs, name, allowed)
     if outputs is None:
-        got = _validated(raw, expected, shown, allow_list, nonfinite_hint)
-        _compare(got, np.asarray(expected, np.float64), shown, args, kwargs, diagnoses, extra_checks, rtol, atol)
+        expected = np.asarray(expected, np.float64)
+        got = _validated(raw, expected, shown, allow_list, nonfinite_hint, diagnoses, args, kwargs, probes)
+        _compare(got, expected, shown, args, kwargs, diagnoses, extra_checks, rtol, atol, probes)
         return got
     if not isinstance(raw, tuple) or len(raw) != len(outputs):
         raise Hint(f"{shown} returned {describe(raw)}; expected a tuple ({', '.join(outputs)}).")
@@ -314,14 +329,17 @@ def check_against(student_fn, reference_fn, args=(), kwargs=None, name=None, dia
     if shapes != wanted and sorted(map(str, shapes)) == sorted(map(str, wanted)):
         raise Hint(f"{shown} returned parts of shapes {shapes}; expected ({', '.join(outputs)}) of shapes "
                    f"{wanted}: are the parts in the wrong order?")
-    gots = tuple(_validated(r, e, f"{shown}, its {part},", allow_list, nonfinite_hint)
-                 for r, e, part in zip(raw, expected, outputs))
+    gots = []
+    for index, (r, e, part) in enumerate(zip(raw, expected, outputs)):
+        part_diagnoses = [(_part(fn, index), hint) for fn, hint in diagnoses]
+        gots.append(_validated(r, np.asarray(e, np.float64), f"{shown}, its {part},", allow_list, nonfinite_hint,
+                               part_diagnoses, args, kwargs, probes.part(index)))
     for index, part in enumerate(outputs):
         part_diagnoses = [(_part(fn, index), hint) for fn, hint in diagnoses]
         part_checks = [_part_check(check, index) for check in extra_checks]
         _compare(gots[index], np.asarray(expected[index], np.float64), f"{shown}, its {part},",
-                 args, kwargs, part_diagnoses, part_checks, rtol, atol)
-    return gots
+                 args, kwargs, part_diagnoses, part_checks, rtol, atol, probes.part(index))
+    return tuple(gots)
 
 
 def _part(mistake_fn, index):
@@ -332,32 +350,173 @@ def _part_check(check, index):
     return lambda got, a, k: check(got, a, k, index)
 
 
-def _validated(raw, expected, shown, allow_list, nonfinite_hint):
+def _validated(raw, expected, shown, allow_list, nonfinite_hint, diagnoses=(), args=(), kwargs=None, probes=()):
     expected = np.asarray(expected)
     try:
         return expect_array(raw, expected.shape, shown, allow_list=allow_list)
     except Hint as hint:
-        if nonfinite_hint and "finite" in str(hint):
+        if "finite" not in str(hint):
+            raise
+        # a known mistake may produce exactly this NaN (e.g. a softmax shifted by one global maximum)
+        named = _certain_diagnosis(_as_result(raw, expected.shape), expected, args, kwargs or {}, diagnoses, probes)
+        if named:
+            raise Hint(f"{shown} returned NaN or infinity: {named}") from None
+        if nonfinite_hint:
             raise Hint(f"{shown} returned NaN or infinity: {nonfinite_hint}") from None
         raise
 
 
-def _compare(got, expected, shown, args, kwargs, diagnoses, extra_checks, rtol, atol):
+def _compare(got, expected, shown, args, kwargs, diagnoses, extra_checks, rtol, atol, probes=()):
     if close(got, expected, rtol, atol):
         return
-    for mistake_fn, hint in diagnoses:
-        with np.errstate(all="ignore"):
-            try:
-                mistaken = np.asarray(mistake_fn(*args, **kwargs), dtype=np.float64)
-            except Exception:
-                continue
-        if mistaken.shape == got.shape and close(got, mistaken, 1e-4, 1e-6):
-            raise Hint(f"{shown} is wrong: {hint}")
+    named = _certain_diagnosis(got, expected, args, kwargs, diagnoses, probes)
+    if named:
+        raise Hint(f"{shown} is wrong: {named}")
     for property_check in extra_checks:
         hint = property_check(got, args, kwargs)
         if hint:
             raise Hint(f"{shown} is wrong: {hint}")
     raise Hint(f"{shown} is wrong: {mismatch_text(got, expected)}")
+
+
+# ---------------------------------------------------------------- naming a mistake only when it is certain
+
+EVIDENCE_NEEDED = 2  # inputs on which the student's answer is the mistake's, and only that mistake's
+
+
+def _as_result(value, shape):
+    """A result as float64 of the expected shape (NaN allowed), or None when it is not one."""
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    return array if array.shape == tuple(shape) else None
+
+
+def _mistaken(mistake_fn, args, kwargs):
+    with np.errstate(all="ignore"):
+        try:
+            return np.asarray(mistake_fn(*args, **kwargs), dtype=np.float64)
+        except Exception:
+            return None
+
+
+def _same(a, b):
+    """Equal results, NaN and infinity included (a mistake's NaN is part of its fingerprint)."""
+    return (a is not None and b is not None and a.shape == b.shape
+            and bool(np.allclose(a, b, rtol=1e-4, atol=1e-6, equal_nan=True)))
+
+
+def _certain_diagnosis(got, expected, args, kwargs, diagnoses, probes):
+    """The hint of the one listed mistake the student's function reproduces on EVIDENCE_NEEDED inputs that
+    tell it apart from the reference and from every other listed mistake; None when no mistake is certain."""
+    if got is None or not diagnoses:
+        return None
+    for index, (mistake_fn, hint) in enumerate(diagnoses):
+        if not _same(got, _mistaken(mistake_fn, args, kwargs)):
+            continue
+        others = [fn for i, (fn, _) in enumerate(diagnoses) if i != index]
+        evidence = 0
+        for probe_args, probe_kwargs, probe_got, probe_expected in itertools.chain(
+                [(args, kwargs, got, expected)], probes):
+            mistaken = _mistaken(mistake_fn, probe_args, probe_kwargs)
+            if mistaken is None or _same(mistaken, probe_expected):
+                continue  # this input cannot tell the mistake from a right answer
+            if any(_same(mistaken, _mistaken(other, probe_args, probe_kwargs)) for other in others):
+                continue  # nor from another mistake
+            if not _same(probe_got, mistaken):
+                break  # the student's function is not this mistake, only close to it here
+            evidence += 1
+            if evidence >= EVIDENCE_NEEDED:
+                return hint
+    return None
+
+
+class _Probes:
+    """Inputs like the one that failed, and the student's answers on them, for confirming a diagnosis.
+
+    Made lazily (only a wrong answer that looks like a known mistake costs further calls), from plain data
+    only, and the student's function is called through `call` as in the check itself, so a function that
+    runs elsewhere (a proxy to the student's kernel) is probed the same way. Yields (args, kwargs, the
+    student's result or None, the reference's result).
+    """
+    VARIANTS = ((1, False), (2, False), (3, True), (4, True), (5, True))  # (seed, shift whole numbers too)
+
+    def __init__(self, student_fn, reference_fn, args, kwargs, name, allowed, index=None, cache=None):
+        self.student_fn, self.reference_fn, self.name, self.allowed = student_fn, reference_fn, name, allowed
+        self.args, self.kwargs, self.index = args, kwargs, index
+        self.cache = [] if cache is None else cache  # shared by the parts of a tuple result
+
+    def part(self, index):
+        return _Probes(self.student_fn, self.reference_fn, self.args, self.kwargs, self.name, self.allowed,
+                       index, self.cache)
+
+    def _results(self):
+        for position, (seed, shift_ints) in enumerate(self.VARIANTS):
+            if position == len(self.cache):
+                self.cache.append(self._probe(seed, shift_ints))
+            if self.cache[position] is not None:
+                yield self.cache[position]
+
+    def _probe(self, seed, shift_ints):
+        rng = np.random.default_rng(seed)
+        changed = []
+        args = tuple(_perturbed(a, rng, shift_ints, changed) for a in self.args)
+        kwargs = {k: _perturbed(v, rng, shift_ints, changed) for k, v in self.kwargs.items()}
+        if not changed:
+            return None  # the same input again is no new evidence
+        with np.errstate(all="ignore"):
+            try:
+                expected = self.reference_fn(*args, **kwargs)
+            except Exception:
+                return None  # outside the function's contract: no probe
+        try:
+            got = call(self.student_fn, *args, name=self.name, allowed=self.allowed, **kwargs)
+        except Hint:
+            got = None
+        return args, kwargs, got, expected
+
+    def __iter__(self):
+        for args, kwargs, got, expected in self._results():
+            if self.index is not None:
+                parts_ok = isinstance(got, tuple) and len(got) > self.index
+                got, expected = (got[self.index] if parts_ok else None), expected[self.index]
+            expected = np.asarray(expected, dtype=np.float64)
+            yield args, kwargs, _as_result(got, expected.shape), expected
+
+
+def _perturbed(value, rng, shift_ints, changed):
+    """`value` moved a little, same type, shape and dtype: real numbers by noise of their own size (kept
+    non-negative when they are), whole numbers by one when `shift_ints`; booleans, strings and
+    functions unchanged."""
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.size:
+        spread = float(np.std(value)) or float(np.max(np.abs(value))) or 1.0
+        if np.all(value >= 0):
+            moved = value * np.exp(0.3 * rng.normal(size=value.shape))
+        else:
+            moved = value + 0.3 * spread * rng.normal(size=value.shape)
+        changed.append(True)
+        return moved.astype(value.dtype)
+    if isinstance(value, list):
+        array = np.asarray(value) if value else None
+        if array is not None and array.dtype.kind == "f":
+            return _perturbed(array, rng, shift_ints, changed).tolist()
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return value
+    if isinstance(value, (float, np.floating)):
+        changed.append(True)
+        return type(value)(value * float(np.exp(0.3 * rng.normal())))
+    if isinstance(value, (int, np.integer)) and shift_ints:
+        shift = 1 + 3 * len(changed) + int(rng.integers(3))  # each by its own amount: equal numbers part
+        changed.append(True)
+        return type(value)(value + shift)
+    if isinstance(value, tuple) and hasattr(value, "_replace"):  # a NamedTuple of the library (a config)
+        fields = {f: _perturbed(getattr(value, f), rng, shift_ints, changed) for f in value._fields}
+        return value._replace(**fields)
+    if isinstance(value, types.SimpleNamespace):
+        return types.SimpleNamespace(**{k: _perturbed(v, rng, shift_ints, changed) for k, v in vars(value).items()})
+    return value
 
 
 def mismatch_text(got, expected):

@@ -2,7 +2,7 @@
 import numpy as np
 
 from qkv import lookup, attention as ref
-from qkv.checking import Hint, check_against, seal
+from qkv.checking import Hint, call, check_against, describe, seal
 
 SOFTMAX_OVERFLOW = ("exp overflowed. Subtract the maximum along `axis` (keepdims=True) before "
                     "exponentiating; it cancels out in the ratio.")
@@ -22,7 +22,16 @@ SOFTMAX_MISTAKES = [
     (lambda x, axis=-1: np.exp(x) / np.sum(np.exp(x)),
      "the result is normalised over the whole array; each slice along `axis` must sum to 1 "
      "(use keepdims=True)."),
+    (lambda x, axis=-1: _shifted_by_global_max(x, axis),
+     "the scores were shifted by ONE maximum of the whole array, so a slice far below it underflows to "
+     "exp(-1000) / sum = 0/0. Subtract each slice's own maximum: np.max(x, axis=axis, keepdims=True)."),
 ]
+
+
+def _shifted_by_global_max(x, axis):
+    x = np.asarray(x, dtype=float)
+    e = np.exp(x - np.max(x))
+    return e / np.sum(e, axis=axis, keepdims=True)
 
 
 def _sums_to_one(got, args, kwargs):
@@ -40,6 +49,9 @@ def softmax(student_softmax):
     check_against(student_softmax, ref.softmax, (small,), **check)
     check_against(student_softmax, ref.softmax, (small,), {"axis": 0}, **check)
     check_against(student_softmax, ref.softmax, (np.array([1000.0, 1001.0, 1002.0]),), **check)
+    # rows of very different size: each must be shifted by its own maximum
+    check_against(student_softmax, ref.softmax, (np.array([[0.0, 0.0], [1000.0, 1000.0]]),), **check)
+    check_against(student_softmax, ref.softmax, (np.array([[0.0, 1000.0], [1.0, 1000.0]]),), {"axis": 0}, **check)
     check_against(student_softmax, ref.softmax, ([[1.0, 2.0], [3.0, 5.0]],), **check)  # lists are accepted
     print("softmax: all visible checks passed.")
 
@@ -50,19 +62,21 @@ HARD_LOOKUP_VALUES = np.array([[10.0], [20.0], [30.0]])
 
 def expect_lookup_error(student_hard_lookup, query, keys, values):
     """A query that matches no key must raise KeyError with a message, as a dict does."""
+    shown = f"hard_lookup({query.tolist()}, ...)"
     try:
-        result = student_hard_lookup(query.copy(), keys.copy(), values.copy())
-    except NotImplementedError:
-        raise Hint("`hard_lookup` is not written yet: replace `raise NotImplementedError()` with your code.") from None
-    except KeyError as error:
-        if len(str(error).strip("'\" ")) < 10:
-            raise Hint("hard_lookup raised a KeyError for a missing key, but its message is empty or "
-                       "too short: say which query found no match.") from None
-        return
-    except Exception as error:
-        raise Hint(f"hard_lookup({query.tolist()}, ...) with no matching key raised "
-                   f"{type(error).__name__}: {error}; expected a KeyError saying that nothing matched.") from None
-    raise Hint(f"hard_lookup({query.tolist()}, ...) returned {result!r} although no key equals the query; "
+        result = call(student_hard_lookup, query, keys, values, name="hard_lookup")
+    except Hint as hint:
+        error = hint.__cause__
+        if isinstance(error, KeyError):
+            if len(str(error).strip("'\" ")) < 10:
+                raise Hint("hard_lookup raised a KeyError for a missing key, but its message is empty or "
+                           "too short: say which query found no match.") from None
+            return
+        if error is None:  # not written yet, or a call into the reference: the Hint says so
+            raise
+        raise Hint(f"{shown} with no matching key raised {type(error).__name__}: {error}; expected a KeyError "
+                   f"saying that nothing matched.") from None
+    raise Hint(f"{shown} returned {describe(result)} although no key equals the query; "
                f"a hard lookup must fail (raise KeyError) when nothing matches.")
 
 
@@ -93,7 +107,30 @@ SOFT_LOOKUP_MISTAKES = [
     (lambda q, K, V, temperature=1.0: lookup.soft_lookup(q, K, V, temperature * np.sqrt(len(q))),
      "the scores are scaled by sqrt(d_k); lesson 01's soft lookup divides by the temperature only "
      "(the sqrt(d_k) scale arrives in lesson 02)."),
+    (lambda q, K, V, temperature=1.0: lookup.soft_lookup(q, K, V),
+     "the result is the same as at temperature 1: the temperature is ignored. Divide the scores by "
+     "`temperature` before the softmax."),
 ]
+
+
+def _sweep_of(soft_lookup_mistake):
+    return lambda q, K, V, temperatures: np.stack(
+        [soft_lookup_mistake(q, K, V, t)[1] for t in np.asarray(temperatures, dtype=float)])
+
+
+# A sweep calls the student's own soft_lookup: when its rows are what a mistaken soft_lookup gives, the
+# mistake is there, not in the loop.
+SWEEP_MISTAKES = [
+    (lambda q, K, V, t: lookup.soft_lookup_by_temperature(q, K, V, t)[::-1],
+     "the rows are in reverse order: row i belongs to temperatures[i]."),
+] + [(_sweep_of(mistake), "each row is what soft_lookup gives when " + hint[0].lower() + hint[1:] +
+      " The loop is probably right; your soft_lookup (exercise 3), which it calls, is not: make it pass "
+      "its own check first.")
+     for mistake, hint in SOFT_LOOKUP_MISTAKES]
+
+SWEEP_NONFINITE = ("at a small temperature the scores / temperature are huge, and an exp without the max "
+                   "subtracted overflows. If your soft_lookup passes its own check, look at the loop; otherwise "
+                   "fix soft_lookup (exercise 3) first: the sweep calls it.")
 
 
 def soft_lookup(student_soft_lookup):
@@ -105,6 +142,7 @@ def soft_lookup(student_soft_lookup):
     check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V), **check)
     check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V), {"temperature": 0.25}, **check)
     check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V), {"temperature": 0.001}, **check)
+    check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V), {"temperature": 4.0}, **check)
     print("soft_lookup: all visible checks passed.")
 
 
@@ -114,9 +152,8 @@ def temperature_sweep(student_sweep):
     V = np.array([[10.0, 0.0], [0.0, 5.0], [2.0, 2.0]])
     temperatures = np.array([10.0, 1.0, 0.1, 0.01])
     got = check_against(student_sweep, lookup.soft_lookup_by_temperature, (q, K, V, temperatures),
-                        name="soft_lookup_by_temperature", nonfinite_hint=SOFTMAX_OVERFLOW,
-                        diagnoses=[(lambda q, K, V, t: lookup.soft_lookup_by_temperature(q, K, V, t)[::-1],
-                                    "the rows are in reverse order: row i belongs to temperatures[i].")])
+                        name="soft_lookup_by_temperature", nonfinite_hint=SWEEP_NONFINITE,
+                        diagnoses=SWEEP_MISTAKES)
     print(f"soft_lookup_by_temperature: passed; at T=0.01 the output is {np.round(got[-1], 3)}, "
           f"the hard lookup gives {lookup.hard_lookup(q, K, V)}.")
 

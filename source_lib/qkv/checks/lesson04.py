@@ -7,37 +7,39 @@ Contracts the checks enforce (stated the same way in the notebook):
 - dependence_matrix: D[i, j] is True when adding `delta` to every component of input row j moves some
   component of output row i by more than `tol`.
 """
+import functools
+
 import numpy as np
 
-from qkv import attention as ref, masking
-from qkv.checking import Hint, call, call_text, check_against, expect_array, seal
+from qkv import attention as ref, masking, probes
+from qkv.checking import Hint, _certain_diagnosis, _Probes, call, call_text, check_against, expect_array, seal
 
 WORDS = ["Hà", "Nội", "là", "thủ", "đô"]
 
 
 # ---------------------------------------------------------------- boolean results (masks, dependence)
 
-def check_boolean(student_fn, reference_fn, args, name, diagnoses=(), require_bool=True, meaning="", allowed=()):
+def check_boolean(student_fn, reference_fn, args, name, diagnoses=(), require_bool=True, meaning="", allowed=(),
+                  kwargs=None):
     """The student's boolean array must equal the reference's; known mistakes are named.
 
     require_bool: masks must have dtype bool (they are combined with & and ~); otherwise 0/1 numbers pass.
     meaning: how to read an entry, said when pointing at a wrong one ("query i may attend key j").
     """
-    shown = call_text(name, args)
-    expected = np.asarray(reference_fn(*args), dtype=bool)
-    raw = call(student_fn, *args, name=name, allowed=allowed)
+    kwargs = dict(kwargs or {})
+    shown = call_text(name, args, kwargs)
+    raw = call(student_fn, *args, name=name, allowed=allowed, **kwargs)
+    expected = np.asarray(reference_fn(*args, **kwargs), dtype=bool)
     values = expect_array(raw, expected.shape, shown)
     if not np.all((values == 0) | (values == 1)):
         raise Hint(f"{shown} returned values other than True/False (or 0/1); expected a boolean array.")
     got = values.astype(bool)
     if not np.array_equal(got, expected):
-        for mistake_fn, hint in diagnoses:
-            try:
-                mistaken = np.asarray(mistake_fn(*args), dtype=bool)
-            except Exception:
-                continue
-            if mistaken.shape == got.shape and np.array_equal(mistaken, got):
-                raise Hint(f"{shown} is wrong: {hint}")
+        # a mistake is named only when it is certain: matched here and on inputs like this one
+        probes = _Probes(student_fn, reference_fn, args, kwargs, name, allowed)
+        named = _certain_diagnosis(got.astype(float), expected.astype(float), args, kwargs, diagnoses, probes)
+        if named:
+            raise Hint(f"{shown} is wrong: {named}")
         index = tuple(int(i) for i in np.argwhere(got != expected)[0])
         raise Hint(f"{shown} is wrong at index {index}: got {got[index]}, expected {expected[index]}"
                    f"{' (' + meaning + ')' if meaning else ''}.")
@@ -76,6 +78,7 @@ CAUSAL_MASK_MISTAKES = [
     (lambda T: np.ones((T, T), dtype=bool),
      "every entry is True, so nothing hides the future."),
 ]
+CAUSAL_MASK_ALL_TRUE = CAUSAL_MASK_MISTAKES[-1][0]  # with padding, the same as "the causal part is missing"
 
 
 def causal_mask(student_causal_mask):
@@ -259,11 +262,20 @@ CAUSAL_PADDING_MISTAKES = [
     (lambda lengths, T: masking.padding_mask(lengths, T) | masking.causal_mask(T),
      "too much is allowed: the two masks were combined with OR. A key is visible only if BOTH allow it (&)."),
     (lambda lengths, T: masking.padding_mask(lengths, T),
-     "queries still see the future: the causal part is missing."),
+     "queries still see the future: the causal part is missing (or the causal_mask it uses is all True)."),
     (lambda lengths, T: np.broadcast_to(masking.causal_mask(T), (len(lengths), T, T)),
      "padded keys are still visible: the padding part is missing."),
     (lambda lengths, T: _rows_not_columns(lengths, T) & masking.causal_mask(T),
      "the padding part hides queries (rows) instead of keys (columns)."),
+]
+
+# causal_padding_mask usually calls the student's own causal_mask: when its causal part is wrong exactly the
+# way a known causal_mask mistake is, the fix belongs there
+CAUSAL_PADDING_MISTAKES += [
+    (lambda lengths, T, wrong=wrong: masking.padding_mask(lengths, T) & wrong(T),
+     "its causal part is wrong the way causal_mask would be: " + hint + " If causal_padding_mask calls your "
+     "causal_mask, fix causal_mask first (exercise 1); the & of the two masks is probably right.")
+    for wrong, hint in CAUSAL_MASK_MISTAKES if wrong is not CAUSAL_MASK_ALL_TRUE
 ]
 
 LENGTHS = [5, 3, 2]
@@ -287,12 +299,12 @@ def causal_padding_mask(student_causal_padding_mask):
 # ---------------------------------------------------------------- the future-dependence probe
 
 DEPENDENCE_MISTAKES = [
-    (lambda attend, X: masking.dependence_matrix(attend, X).T,
+    (lambda attend, X, delta=1.0, tol=1e-9: masking.dependence_matrix(attend, X, delta, tol).T,
      "rows and columns are swapped. D[i, j] answers: does OUTPUT row i change when INPUT row j is nudged? "
      "Put the change of output i in row i, column j."),
-    (lambda attend, X: np.triu(masking.dependence_matrix(attend, X), 1),
+    (lambda attend, X, delta=1.0, tol=1e-9: np.triu(masking.dependence_matrix(attend, X, delta, tol), 1),
      "only the future (j > i) is filled in. D records every dependence, on the past and on itself too."),
-    (lambda attend, X: np.zeros((len(X), len(X)), dtype=bool),
+    (lambda attend, X, delta=1.0, tol=1e-9: np.zeros((len(X), len(X)), dtype=bool),
      "nothing depends on anything: is the output computed again on the nudged input and compared with "
      "the output on the original X?"),
 ]
@@ -332,16 +344,30 @@ def probe_targets(W_Q, W_K, W_V):
 PROBE_ALLOWED = (masking.causal_self_attention, ref.self_attention)
 
 
-def check_dependence(student_probe, attend, X):
+def check_dependence(student_probe, attend, X, **kwargs):
     return check_boolean(student_probe, masking.dependence_matrix, (attend, X), "dependence_matrix",
                          DEPENDENCE_MISTAKES, require_bool=False, allowed=PROBE_ALLOWED,
-                         meaning="D[i, j]: does output i change when input j is nudged?")
+                         meaning="D[i, j]: does output i change when input j is nudged?", kwargs=kwargs)
+
+
+def readout_targets():
+    """Targets whose dependences are exact by construction (qkv.probes): outputs that only fall and never
+    read input component 0 (so nudge every component and compare absolute changes), and dependences of
+    1e-4 that a nudge of delta = 1e-3 moves by less than tol = 1e-5 (so use the delta and tol given)."""
+    X = np.linspace(-1.0, 1.0, 15).reshape(5, 3)
+    mix = np.array([[1.0, 0, 0, 0, 0], [1, 1, 0, 0, 1], [0, 0, 1, 0, 0], [0, 1, 0, 1, 0], [1, 0, 0, 0, 1]])
+    readout = np.array([[1.0, 0.5], [0.25, 1.0], [2.0, 0.5]])
+    falling = functools.partial(probes.mixed_readout, mix=mix, readout=-readout, ignored=[0])
+    weak = functools.partial(probes.mixed_readout, mix=np.where(mix > 0, 1.0, 1e-4), readout=readout)
+    return [((falling, X), {}), ((weak, X), {"delta": 1e-3, "tol": 1e-5})]
 
 
 def dependence_matrix(student_probe):
     X, W_Q, W_K, W_V = sentence_inputs()
     for attend in probe_targets(W_Q, W_K, W_V):
         check_dependence(student_probe, attend, X)
+    for args, kwargs in readout_targets():
+        check_dependence(student_probe, *args, **kwargs)
     print("dependence_matrix: all visible checks passed.")
 
 

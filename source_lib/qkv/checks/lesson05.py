@@ -1,4 +1,6 @@
 """Visible checks for lesson 05, heads: multi-head and grouped-query attention."""
+from types import SimpleNamespace
+
 import numpy as np
 
 from qkv import attention as ref_attention, heads as ref
@@ -127,12 +129,25 @@ def _mha_case(rng, T, d_model, n_heads, d_head):
     return X, W_Q, W_K, W_V, W_O, n_heads
 
 
+def check_mha(student_mha, args, kwargs=None, **options):
+    """check_against, with the missing output projection named when the shape gives it away
+    ([T, n_heads * d_head] instead of [T, d_model], where the two widths differ)."""
+    try:
+        return check_against(student_mha, ref.multi_head_attention, args, kwargs, name="multi_head_attention",
+                             diagnoses=MULTI_HEAD_ATTENTION_MISTAKES, allowed=TOOLS, **options)
+    except Hint as hint:
+        T, width = np.shape(args[0])[0], np.shape(args[4])[0]
+        if width != np.shape(args[0])[1] and f"returned shape ({T}, {width});" in str(hint):
+            raise Hint(f"{hint} That is the width of the merged heads: {MULTI_HEAD_ATTENTION_MISTAKES[3][1]}") from None
+        raise
+
+
 def multi_head_attention(student_mha):
     rng = np.random.default_rng(50)
-    check = dict(name="multi_head_attention", diagnoses=MULTI_HEAD_ATTENTION_MISTAKES, allowed=TOOLS)
-    check_against(student_mha, ref.multi_head_attention, _mha_case(rng, 4, 6, 2, 3), **check)
-    check_against(student_mha, ref.multi_head_attention, _mha_case(rng, 5, 8, 4, 2), {"mask": causal(5)}, **check)
-    check_against(student_mha, ref.multi_head_attention, _mha_case(rng, 3, 6, 1, 6), {"mask": causal(3)}, **check)
+    check_mha(student_mha, _mha_case(rng, 4, 6, 2, 3))
+    check_mha(student_mha, _mha_case(rng, 5, 8, 4, 2), {"mask": causal(5)})
+    check_mha(student_mha, _mha_case(rng, 3, 6, 1, 6), {"mask": causal(3)})
+    check_mha(student_mha, _mha_case(rng, 4, 10, 3, 4), {"mask": causal(4)})  # d_model != n_heads * d_head
     print("multi_head_attention: all visible checks passed.")
 
 
@@ -204,8 +219,12 @@ KV_CACHE_MISTAKES = [
 def kv_cache_bytes_per_token(student_kv_bytes):
     check = dict(name="kv_cache_bytes_per_token", diagnoses=KV_CACHE_MISTAKES)
     toy = ref.AttentionShape("toy", n_layers=4, d_model=48, n_heads=6, n_kv_heads=2, d_head=8)
-    check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (toy, 2), **check)
-    check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (ref.as_multi_head(toy), 4), **check)
+    # 4 bytes first: at 2 bytes, ignoring bytes_per_element and forgetting the factor 2 give the same number
+    check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (toy, 4), **check)
+    check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (ref.as_multi_head(toy), 2), **check)
+    # any object with the four attributes the exercise names will do, e.g. SmolLM2's own config
+    only_named = SimpleNamespace(n_layers=3, n_heads=4, n_kv_heads=1, d_head=16)
+    check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (only_named, 1), **check)
     print("kv_cache_bytes_per_token: all visible checks passed.")
 
 
