@@ -57,3 +57,12 @@ def test_head_explorer_follows_layer_and_head():
     explorer = widgets.head_explorer(weights, [f"t{i}" for i in range(6)])
     assert_redraws(explorer, 0, 0)
     assert_redraws(explorer, 1, 3)
+
+
+def test_lookup_explorer_names_its_sliders_after_the_features():
+    keys, values = np.eye(4) * 3, np.arange(8.0).reshape(4, 2)
+    features = ["cooking", "history", "space", "fiction"]
+    explorer = widgets.lookup_explorer(lookup.soft_lookup, keys, values, list("abcd"), query_labels=features)
+    controls, _ = controls_and_image(explorer)
+    assert [c.description for c in controls[:4]] == features
+    assert controls[4].description == "temperature"

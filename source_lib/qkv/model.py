@@ -81,6 +81,7 @@ class Model(NamedTuple):
 class Forward:
     logits: np.ndarray                   # [T, vocab]
     weights: list[np.ndarray] | None     # per layer [H_q, T, T], or None
+    hidden: list[np.ndarray] | None = None  # the residual stream [T, d_model]: the embeddings, then after each layer
 
 
 # Our name for each per-layer matrix -> the GGUF tensor name, and whether to transpose.
@@ -162,28 +163,40 @@ def logits_from_hidden(x, params, config):
     return rms_norm(x, params.final_norm, config.rms_eps) @ params.token_embedding.T
 
 
-def forward(model, ids, attention=None, return_weights=False):
+def forward(model, ids, attention=None, return_weights=False, return_hidden=False, mask=None,
+            attention_takes_layer=False):
     """Logits for every position of `ids` (and optionally every layer's attention weights).
+
+    return_hidden=True also keeps the residual stream: hidden[0] is the token embeddings, hidden[i]
+    the output of layer i - 1 (n_layers + 1 arrays of [T, d_model], before the final RMSNorm).
 
     `attention(q, k, v, mask) -> out` replaces the attention inside every layer: q is
     [H_q, T, d_head], k and v [H_kv, T, d_head] (RoPE already applied), mask bool [T, T] True
     where a query may attend a key; out must be [H_q, T, d_head].
+
+    mask: bool [T, T] to use in every layer instead of the causal mask (e.g. a sliding window,
+    qkv.sinks.sliding_window_mask). attention_takes_layer=True calls attention(q, k, v, mask, layer)
+    with the layer's index 0..n_layers-1, for attention that differs by layer (qkv.sinks.ablate_heads).
     """
     config, params = model.config, model.weights
     ids = _check_ids(ids, config)
     attention = grouped_query_attention if attention is None else attention
     T = len(ids)
     cos, sin = rope_angles(T, config.d_head, config.rope_base)
-    mask = causal_mask(T)
+    mask = causal_mask(T) if mask is None else _check_mask(mask, T)
     x = params.token_embedding[ids]                                   # [T, d_model]
     all_weights = [] if return_weights else None
-    for layer in params.layers:
-        attended, layer_weights = attention_block(x, layer, config, cos, sin, mask, attention, return_weights)
+    hidden = [x] if return_hidden else None
+    for index, layer in enumerate(params.layers):
+        layer_attention = _with_layer(attention, index) if attention_takes_layer else attention
+        attended, layer_weights = attention_block(x, layer, config, cos, sin, mask, layer_attention, return_weights)
         x = x + attended
         x = x + swiglu_mlp(rms_norm(x, layer.ffn_norm, config.rms_eps), layer.W_gate, layer.W_up, layer.W_down)
         if return_weights:
             all_weights.append(layer_weights)
-    return Forward(logits=logits_from_hidden(x, params, config), weights=all_weights)
+        if return_hidden:
+            hidden.append(x)
+    return Forward(logits=logits_from_hidden(x, params, config), weights=all_weights, hidden=hidden)
 
 
 def generate(model, ids_or_text, n_new, attention=None):
@@ -201,6 +214,46 @@ def generate(model, ids_or_text, n_new, attention=None):
         if next_id == model.config.eos_id:
             break
     return new_ids
+
+
+def block_steps(model, ids, layer_index=0, attention=None):
+    """Inside one block, on real inputs: [(step name, array), ...] in the order the block computes them.
+
+    x [T, d_model] -> RMSNorm -> attention [T, d_model] -> x + attention -> RMSNorm -> MLP hidden
+    [T, d_ffn] -> MLP [T, d_model] -> x + MLP, the block's output [T, d_model]. The input is
+    forward's hidden[layer_index] and the output equals its hidden[layer_index + 1]; shapes in
+    equal shapes out, which is what lets blocks stack.
+    """
+    config, params = model.config, model.weights
+    ids = _check_ids(ids, config)
+    require(0 <= int(layer_index) < config.n_layers, f"layer_index must lie in [0, {config.n_layers}); got {layer_index}")
+    attention = grouped_query_attention if attention is None else attention
+    layer = params.layers[int(layer_index)]
+    x = (forward(model, ids, attention=attention, return_hidden=True).hidden[int(layer_index)] if layer_index
+         else params.token_embedding[ids])                                      # [T, d_model]
+    cos, sin = rope_angles(len(ids), config.d_head, config.rope_base)
+    steps = [("input x", x), ("RMSNorm(x)", rms_norm(x, layer.attn_norm, config.rms_eps))]
+    attended, _ = attention_block(x, layer, config, cos, sin, causal_mask(len(ids)), attention, False)
+    x = x + attended
+    steps += [("attention", attended), ("x + attention (residual add)", x)]
+    h = rms_norm(x, layer.ffn_norm, config.rms_eps)
+    inner = silu(h @ layer.W_gate) * (h @ layer.W_up)      # the SwiGLU MLP of swiglu_mlp, cut after its first half
+    mlp = inner @ layer.W_down
+    steps += [("RMSNorm", h), ("MLP hidden", inner), ("MLP", mlp), ("x + MLP (residual add) = output", x + mlp)]
+    return steps
+
+
+def _with_layer(attention, layer_index):
+    def attention_of_this_layer(q, k, v, mask):
+        return attention(q, k, v, mask, layer_index)
+    return attention_of_this_layer
+
+
+def _check_mask(mask, T):
+    array = np.asarray(mask)
+    require(array.dtype == bool, f"mask must be boolean (True where a query may attend a key); got dtype {array.dtype}")
+    require(array.shape == (T, T), f"mask must be [T, T] = [{T}, {T}] for {T} tokens; got shape {array.shape}")
+    return array
 
 
 def _check_ids(ids, config, allow_empty=False):

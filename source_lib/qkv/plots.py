@@ -9,14 +9,23 @@ def _axes(ax, size=(5, 4)):
     return ax
 
 
-def attention_heatmap(weights, query_labels=None, key_labels=None, ax=None, title=None, annotate=None):
+def _thinned_ticks(n, labels, max_labels):
+    # a long sentence cannot show every token at a readable size: label every k-th one
+    labels = list(labels) if labels is not None else list(range(n))
+    step = 1 if max_labels is None or n <= max_labels else -(-n // max_labels)
+    return range(0, n, step), labels[::step]
+
+
+def attention_heatmap(weights, query_labels=None, key_labels=None, ax=None, title=None, annotate=None,
+                      max_labels=None):
     # [n_q, n_k] weights; rows are queries (who looks), columns are keys (who is looked at)
+    # max_labels: at most this many tick labels per axis (every k-th token), so long inputs stay readable
     weights = np.asarray(weights, dtype=float)
     n_q, n_k = weights.shape
     ax = _axes(ax, (max(3.5, 0.55 * n_k + 1.5), max(3.0, 0.5 * n_q + 1.0)))
     image = ax.imshow(weights, cmap="viridis", vmin=0, vmax=max(1e-12, weights.max()))
-    ax.set_xticks(range(n_k), key_labels if key_labels is not None else range(n_k), rotation=60, ha="right")
-    ax.set_yticks(range(n_q), query_labels if query_labels is not None else range(n_q))
+    ax.set_xticks(*_thinned_ticks(n_k, key_labels, max_labels), rotation=60, ha="right")
+    ax.set_yticks(*_thinned_ticks(n_q, query_labels, max_labels))
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query (attending)")
     if annotate if annotate is not None else n_q * n_k <= 64:
@@ -25,7 +34,10 @@ def attention_heatmap(weights, query_labels=None, key_labels=None, ax=None, titl
                 light = weights[i, j] < 0.6 * weights.max()
                 ax.text(j, i, f"{weights[i, j]:.2f}", ha="center", va="center", fontsize=8,
                         color="white" if light else "black")
-    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="weight")
+    # a colour bar beside the image itself, as tall as the image whatever the figure's proportions
+    from mpl_toolkits.axes_grid1 import make_axes_locatable
+    bar_axes = make_axes_locatable(ax).append_axes("right", size=0.15, pad=0.1)
+    ax.figure.colorbar(image, cax=bar_axes, label="weight")
     if title:
         ax.set_title(title)
     return ax
@@ -71,8 +83,8 @@ def readable_token_labels(decode, ids, longest=4):
     return labels
 
 
-def head_heatmaps(weights, query_labels=None, key_labels=None, titles=None, ncols=3, label_size=6,
-                  panel_size=4.2, suptitle=None):
+def head_heatmaps(weights, query_labels=None, key_labels=None, titles=None, ncols=3, label_size=8,
+                  panel_size=4.2, suptitle=None, max_labels=25):
     # [H, n_q, n_k] -> a grid of heatmaps, one per head; rows are queries, columns are keys
     weights = np.asarray(weights, dtype=float)
     n_heads = weights.shape[0]
@@ -83,14 +95,14 @@ def head_heatmaps(weights, query_labels=None, key_labels=None, titles=None, ncol
         if head >= n_heads:
             ax.axis("off")
             continue
-        attention_heatmap(weights[head], query_labels, key_labels, ax=ax, annotate=False,
+        attention_heatmap(weights[head], query_labels, key_labels, ax=ax, annotate=False, max_labels=max_labels,
                           title=titles[head] if titles is not None else f"head {head}")
         ax.tick_params(labelsize=label_size)
         ax.xaxis.label.set_size(label_size + 2)
         ax.yaxis.label.set_size(label_size + 2)
     if suptitle:
         figure.suptitle(suptitle)
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0, 1, 0.95) if suptitle else (0, 0, 1, 1))  # keep the suptitle off the panel titles
     return axes
 
 

@@ -31,12 +31,18 @@ def live_figure(draw, controls, figsize):
     return image
 
 
-def lookup_explorer(soft_lookup, keys, values, key_labels, query=None, value_labels=None):
-    """Sliders for each query component and the temperature; shows weights and the blended output."""
+def lookup_explorer(soft_lookup, keys, values, key_labels, query=None, value_labels=None, query_labels=None):
+    """Sliders for each query component and the temperature; shows weights and the blended output.
+
+    query_labels name the sliders after the features the key components stand for ("cooking", ...);
+    without them the sliders are q[0], q[1], ...
+    """
     keys, values = np.asarray(keys, dtype=float), np.asarray(values, dtype=float)
     query = np.zeros(keys.shape[1]) if query is None else np.asarray(query, dtype=float)
-    component_sliders = [widgets.FloatSlider(value=float(x), min=-3, max=3, step=0.1, description=f"q[{i}]")
-                         for i, x in enumerate(query)]
+    query_labels = list(query_labels) if query_labels is not None else [f"q[{i}]" for i in range(len(query))]
+    component_sliders = [widgets.FloatSlider(value=float(x), min=-3, max=3, step=0.1, description=label,
+                                             style={"description_width": "initial"})
+                         for label, x in zip(query_labels, query)]
     temperature_slider = widgets.FloatLogSlider(value=1.0, base=10, min=-2, max=1, step=0.05,
                                                 description="temperature", style={"description_width": "initial"})
     value_labels = value_labels or [f"v[{i}]" for i in range(values.shape[1])]
@@ -67,9 +73,9 @@ def head_explorer(layer_weights, labels, layer=None, head=0):
     def draw(figure, layer, head):
         weights = np.asarray(layer_weights[layer][head], dtype=float)
         left, right = figure.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
-        plots.attention_heatmap(weights, labels, labels, ax=left, annotate=False,
+        plots.attention_heatmap(weights, labels, labels, ax=left, annotate=False, max_labels=30,
                                 title=f"layer {layer}, head {head}: rows are queries")
-        left.tick_params(labelsize=6)
+        left.tick_params(labelsize=7)
         plots.weights_bar(weights[-1], labels, ax=right, title=f"last token ({labels[-1]!r}) looks at",
                           ylim=(0, max(0.05, weights[-1].max() * 1.1)))
         right.tick_params(axis="x", labelsize=6, rotation=90)
