@@ -287,3 +287,34 @@ def test_wrong_answers_are_rejected():
     assert_rejected(lambda v: hidden.answer("lookup_on_miss", v), "a")
     assert_rejected(lambda v: hidden.answer("blended_output", v), 5.0)
     assert_rejected(lambda v: hidden.answer("blended_output", v), None)
+
+
+# ---------------------------------------------------------------- issue 12, item 8: the headline mistakes, visibly
+
+def test_visible_softmax_check_names_a_shift_by_one_global_max():
+    message = assert_rejected(visible.softmax, mutant(LESSON, "softmax",
+                                                      SOFTMAX_MUTANTS["global max (rows far apart underflow)"]))
+    assert "ONE maximum of the whole array" in message, message
+
+
+def test_visible_soft_lookup_check_names_an_ignored_temperature():
+    ignores = """
+def soft_lookup(query, keys, values, temperature=1.0):
+    w = softmax(np.asarray(keys) @ query)
+    return w, w @ values
+"""
+    message = assert_rejected(visible.soft_lookup, mutant(LESSON, "soft_lookup", ignores))
+    assert "temperature is ignored" in message, message
+
+
+@pytest.mark.parametrize("wrong_soft_lookup", ["multiplies by the temperature", "normalises raw scores"])
+def test_sweep_failing_through_a_wrong_soft_lookup_says_so(wrong_soft_lookup):
+    namespace = student(LESSON, {"soft_lookup": SOFT_LOOKUP_MUTANTS[wrong_soft_lookup]})
+    message = assert_rejected(visible.temperature_sweep, namespace["soft_lookup_by_temperature"])
+    assert "your soft_lookup (exercise 3), which it calls" in message, message
+
+
+def test_sweep_with_its_own_mistake_is_not_blamed_on_soft_lookup():
+    message = assert_rejected(visible.temperature_sweep, mutant(LESSON, "soft_lookup_by_temperature",
+                                                                SWEEP_MUTANTS["reversed rows"]))
+    assert "reverse order" in message and "exercise 3" not in message, message

@@ -457,6 +457,7 @@ def test_visible_checks_reject_mutant(grade, name, source):
     ("causal_self_attention", "diagonal masked out (masked_softmax)", "diagonal is masked out"),
     ("causal_self_attention", "lower triangle masked", "lower triangle was masked"),
     ("causal_self_attention", "not scaled", "sqrt(d_k)"),
+    ("causal_self_attention", "0 instead of -inf", "scores were set to 0"),
     ("padding_mask", "wrong axis (queries instead of keys)", "wrong axis"),
     ("padding_mask", "off by one (j <= length)", "off by one"),
     ("causal_padding_mask", "OR instead of AND", "OR"),
@@ -665,3 +666,18 @@ def test_wrong_answers_are_rejected():
     assert_rejected(lambda v: hidden.answer("future_share_zero_mask", v), 0.0)
     assert_rejected(lambda v: hidden.answer("why_meaningless", v), "b")
     assert_rejected(lambda v: hidden.answer("why_meaningless", v), None)
+
+
+# ---------------------------------------------------------------- issue 12, item 8: the headline mistakes, visibly
+
+@pytest.mark.parametrize("wrong_causal_mask", ["off by one, k=1", "diagonal masked out", "inverted"])
+def test_causal_padding_mask_failing_through_a_wrong_causal_mask_says_so(wrong_causal_mask):
+    namespace = student(LESSON, {"causal_mask": CAUSAL_MASK_MUTANTS[wrong_causal_mask]})
+    message = assert_rejected(visible.causal_padding_mask, namespace["causal_padding_mask"])
+    assert "fix causal_mask first" in message, message
+
+
+def test_a_causal_padding_mask_without_the_causal_part_is_not_blamed_on_causal_mask():
+    message = assert_rejected(visible.causal_padding_mask, mutant(LESSON, "causal_padding_mask",
+                                                                  CAUSAL_PADDING_MUTANTS["padding only"]))
+    assert "causal part is missing" in message and "fix causal_mask first" not in message, message
