@@ -99,6 +99,16 @@ ANSWERS = {
     "entropy_uniform_8": (np.log(8), 1e-3),
 }
 
+# One line per self-check, shown in self-study mode (QKV_SELF_STUDY=1) once the student has answered.
+EXPLANATIONS = {
+    "why_scale": "Var(q.k) grows like d_k; dividing by sqrt(d_k) brings it back near 1 so the softmax does not "
+                 "saturate, and it changes no ranking (b).",
+    "without_scaling": "Raw scores at d_k = 128 have a typical size near sqrt(128), about 11, so most rows become "
+                       "nearly one-hot and the softmax Jacobian, hence the gradient, nearly vanishes (c).",
+    "variance_at_128": "q.k is a sum of d_k independent products of variance 1 each, so its variance is d_k = 128.",
+    "entropy_uniform_8": "Equal weights 1/8 give -sum (1/8) ln(1/8) = ln 8, about 2.079 nats.",
+}
+
 
 def answer(name, value):
     correct, tolerance = ANSWERS[name]

@@ -5,6 +5,8 @@ Every failure is a `Hint`, an AssertionError whose message is written for a stud
 naming the call, what was expected and what came back. Visible checks (qkv.checks.*) and the
 instructor's hidden tests (autograde/qkv_grading) are both thin layers over `check_against`.
 """
+import ast
+import builtins
 import contextlib
 import functools
 import glob
@@ -527,19 +529,103 @@ def mismatch_text(got, expected):
             f"(got {got[index]:.6g}, expected {expected[index]:.6g}).")
 
 
+# ---------------------------------------------------------------- self-check questions
+
+SELF_STUDY_VARIABLE = "QKV_SELF_STUDY"
+# what an ANSWERS table may use besides numpy: it is read as data, never run as a module
+_PLAIN_BUILTINS = {name: getattr(builtins, name) for name in ("float", "int", "abs", "round", "min", "max", "sum")}
+
+
+def self_study():
+    """Is self-study mode on? Set QKV_SELF_STUDY=1 (the public Binder launch does, in `start`).
+
+    In self-study mode a self-check question says at once whether the answer is right, with a one-line
+    explanation; in a graded class (the variable unset) it only records the answer, graded at collection.
+    """
+    return os.environ.get(SELF_STUDY_VARIABLE, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _answer_key_folder():
+    """autograde/qkv_grading of the course checkout this library was installed from (Binder clones the
+    whole repository) or above the notebook's folder; $QKV_AUTOGRADE names another autograde/ folder."""
+    override = os.environ.get("QKV_AUTOGRADE")
+    candidates = [os.path.join(override, "qkv_grading")] if override else []
+    for start in () if override else (os.path.dirname(os.path.dirname(_PACKAGE_DIR)), os.getcwd()):
+        folder = os.path.abspath(start)
+        while True:
+            candidates.append(os.path.join(folder, "autograde", "qkv_grading"))
+            if os.path.dirname(folder) == folder:
+                break
+            folder = os.path.dirname(folder)
+    return next((c for c in candidates if os.path.isfile(os.path.join(c, "__init__.py"))), None)
+
+
+def _answer_key():
+    """{question name: (right answer, tolerance, explanation)}, or a reason string why there is none."""
+    folder = _answer_key_folder()
+    if folder is None:
+        return "the course's autograde/ folder is not in this installation"
+    return _read_answer_key(folder)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_answer_key(folder):
+    # the ANSWERS and EXPLANATIONS dicts of qkv_grading/lessonNN.py, read as data: the hidden-test
+    # modules themselves are never imported into the student's kernel
+    key = {}
+    for path in sorted(glob.glob(os.path.join(folder, "lesson*.py"))):
+        tables = {}
+        try:
+            for node in ast.parse(open(path, encoding="utf-8").read()).body:
+                if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] in (["ANSWERS"], ["EXPLANATIONS"]):
+                    expression = compile(ast.Expression(node.value), path, "eval")
+                    tables[node.targets[0].id] = eval(expression, {"np": np, "__builtins__": _PLAIN_BUILTINS})
+        except (OSError, SyntaxError, NameError, TypeError, ValueError):
+            continue  # a lesson whose answers cannot be read as plain data is graded at collection only
+        for name, (correct, tolerance) in tables.get("ANSWERS", {}).items():
+            key[name] = (correct, tolerance, tables.get("EXPLANATIONS", {}).get(name, ""))
+    return key if key else f"no ANSWERS found in {folder}"
+
+
+def _is_right(value, correct, tolerance):
+    # the rule of qkv_grading.expect_answer (tests/test_self_study.py keeps the two in step)
+    if isinstance(correct, str):
+        return value == correct
+    tolerance = tolerance if tolerance is not None else 1e-6 + 1e-3 * abs(correct)
+    return abs(float(value) - correct) <= tolerance
+
+
+def _verdict(name, value, shown):
+    """Record the answer, or in self-study mode say right (print) or wrong (Hint), with the explanation."""
+    if not self_study():
+        print(f"{name}: answer recorded ({shown}); it is graded when the notebook is collected.")
+        return
+    key = _answer_key()
+    if isinstance(key, str) or name not in key:
+        reason = key if isinstance(key, str) else f"no right answer for `{name}` is stored"
+        print(f"{name}: answer recorded ({shown}). Self-study mode is on, but {reason}, so this answer can only "
+              f"be graded when the notebook is collected.")
+        return
+    correct, tolerance, explanation = key[name]
+    if not _is_right(value, correct, tolerance):
+        raise Hint(f"`{name}` = {shown} is not right. {explanation}".rstrip())
+    print(f"{name}: right ({shown}). {explanation}".rstrip())
+
+
 def answered_choice(answer, choices, name):
-    """Visible check of a multiple-choice answer's form; its correctness is graded in hidden tests."""
+    """Visible check of a multiple-choice answer: its form always; right or wrong in self-study mode only
+    (otherwise its correctness is graded by the hidden tests)."""
     if answer is None or (isinstance(answer, str) and answer.strip() == ""):
         raise Hint(f"`{name}` is not answered yet: set it to one of {', '.join(map(repr, choices))}.")
     if answer not in choices:
         raise Hint(f"`{name}` is {answer!r}; it must be one of {', '.join(map(repr, choices))}.")
-    print(f"{name}: answer recorded ({answer!r}); it is graded when the notebook is collected.")
+    _verdict(name, answer, repr(answer))
 
 
 def answered_number(answer, name):
-    """Visible check of a numeric answer's form; its correctness is graded in hidden tests."""
+    """Visible check of a numeric answer: its form always; right or wrong in self-study mode only."""
     value = expect_number(answer, f"`{name}`")
-    print(f"{name}: answer recorded ({value:.6g}); it is graded when the notebook is collected.")
+    _verdict(name, value, f"{value:.6g}")
 
 
 # ---------------------------------------------------------------- short failures in notebooks
