@@ -1,0 +1,161 @@
+"""Hidden tests for lesson 06: sinks, contributions, occlusion, sliding windows, perplexity, head patterns.
+
+Inputs are drawn fresh each run; fixed edge cases target the mistakes the lesson names (query 0 included,
+off-by-one windows, future-leaking sinks, unshifted or overflowing perplexity, wrong diagonals, ablation in
+every layer or by renormalised weights).
+"""
+import functools
+
+import numpy as np
+
+from qkv import sinks as ref
+from qkv.checking import check_against, seal
+from qkv.checks import lesson06 as visible
+from qkv.heads import grouped_query_attention
+from qkv_grading import expect_answer, fresh_rng
+
+# Withheld from the student's kernel while this lesson is graded: every qkv function that computes a graded
+# answer (token_losses and log_softmax compute perplexity; ablate_heads' inner function is returned by it).
+GRADED_REFERENCES = (
+    "qkv.sinks.first_token_share",
+    "qkv.sinks.contribution_norms",
+    "qkv.sinks.occlusion_effects",
+    "qkv.sinks.sliding_window_mask",
+    "qkv.sinks.log_softmax",
+    "qkv.sinks.token_losses",
+    "qkv.sinks.perplexity",
+    "qkv.sinks.diagonal_score",
+    "qkv.sinks.previous_token_score",
+    "qkv.sinks.induction_score",
+    "qkv.sinks.ablate_heads",
+)
+
+
+def first_token_share(student_fn):
+    rng = fresh_rng()
+    check = dict(name="first_token_share", diagnoses=visible.FIRST_TOKEN_SHARE_MISTAKES)
+    for H, T in [(int(rng.integers(2, 5)), int(rng.integers(4, 9))), (9, 6), (1, 3), (4, 2)]:
+        check_against(student_fn, ref.first_token_share, (visible.causal_weights(rng, H, T),), **check)
+    # a strong sink: every query gives key 0 most of its weight, query 0 excluded or not makes a difference
+    sink = visible.causal_weights(rng, 3, 6)
+    sink[:, :, 0] += 4.0
+    sink /= sink.sum(axis=-1, keepdims=True)
+    check_against(student_fn, ref.first_token_share, (sink,), **check)
+    check_against(student_fn, ref.first_token_share, (visible.causal_weights(rng, 3, 5).astype(np.float32),),
+                  rtol=1e-4, atol=1e-6, **check)
+
+
+def contribution_norms(student_fn):
+    rng = fresh_rng()
+    check = dict(name="contribution_norms", diagnoses=visible.CONTRIBUTION_MISTAKES)
+    for T, d_head, d_model in [(int(rng.integers(3, 8)), 4, 6), (5, 3, 3), (2, 5, 4), (6, 2, 9)]:
+        check_against(student_fn, ref.contribution_norms, visible.contribution_case(rng, T, d_head, d_model), **check)
+    # a sink-like case: a large weight on a small value vector
+    w, v, W_O = visible.contribution_case(rng, 5, 3, 4)
+    w = np.array([0.8, 0.05, 0.05, 0.05, 0.05])
+    v[0] *= 0.01
+    check_against(student_fn, ref.contribution_norms, (w, v, W_O), **check)
+    w, v, W_O = (a.astype(np.float32) for a in visible.contribution_case(rng, 4, 3, 5))
+    check_against(student_fn, ref.contribution_norms, (w, v, W_O), rtol=1e-3, atol=1e-5, **check)
+
+
+def occlusion_effects(student_fn):
+    rng = fresh_rng()
+    check = dict(name="occlusion_effects", diagnoses=visible.OCCLUSION_MISTAKES)
+    for T in (int(rng.integers(4, 8)), 2, 6):
+        vocab = int(rng.integers(8, 20))
+        check_against(student_fn, ref.occlusion_effects,
+                      (visible.toy_logprob(rng, vocab, decay=float(rng.uniform(0.5, 0.9))),
+                       rng.integers(0, vocab, size=T)), **check)
+    check_against(student_fn, ref.occlusion_effects, (visible.sink_logprob(rng, 10), rng.integers(0, 10, size=5)),
+                  **check)
+    # ids given as a plain list, and a sequence whose tokens are all different
+    check_against(student_fn, ref.occlusion_effects, (visible.toy_logprob(rng, 9), [8, 0, 5, 3]), **check)
+
+
+def sliding_window_mask(student_fn):
+    rng = fresh_rng()
+    cases = [(int(rng.integers(6, 12)), int(rng.integers(2, 4)), int(rng.integers(1, 3))),
+             (8, 3, 2), (8, 3, 0), (5, 1, 1), (6, 6, 0), (4, 2, 4), (7, 8, 1), (1, 1, 1), (9, 2, 3)]
+    for args in cases:
+        visible._mask_check(student_fn, args)
+
+
+def perplexity(student_fn):
+    rng = fresh_rng()
+    check = dict(name="perplexity", diagnoses=visible.PERPLEXITY_MISTAKES, nonfinite_hint=visible.OVERFLOW_HINT)
+    for T, vocab in [(int(rng.integers(3, 9)), int(rng.integers(5, 30))), (2, 3), (10, 50)]:
+        check_against(student_fn, ref.perplexity, visible.perplexity_case(rng, T, vocab), **check)
+    # large logits: a log-softmax that exponentiates them directly overflows
+    check_against(student_fn, ref.perplexity, visible.perplexity_case(rng, 5, 8, scale=20.0, offset=3000.0),
+                  **check)
+    logits, ids = visible.perplexity_case(rng, 6, 12)
+    check_against(student_fn, ref.perplexity, (logits.astype(np.float32), ids), rtol=1e-3, atol=1e-4, **check)
+
+
+def _score_cases(rng):
+    return [(visible.scores_case(rng, int(rng.integers(2, 5)), int(rng.integers(4, 9))),),
+            (visible.scores_case(rng, 3, 6, causal=False),), (visible.scores_case(rng, 9, 5),),
+            (visible.scores_case(rng, 1, 2),)]
+
+
+def diagonal_score(student_fn):
+    rng = fresh_rng()
+    check = dict(name="diagonal_score", diagnoses=visible.DIAGONAL_MISTAKES)
+    for args in _score_cases(rng):
+        check_against(student_fn, ref.diagonal_score, args, **check)
+    check_against(student_fn, ref.diagonal_score, (visible.scores_case(rng, 2, 5).astype(np.float32),),
+                  rtol=1e-4, atol=1e-6, **check)
+
+
+def previous_token_score(student_fn):
+    rng = fresh_rng()
+    check = dict(name="previous_token_score", diagnoses=visible.PREVIOUS_TOKEN_MISTAKES)
+    for args in _score_cases(rng):
+        check_against(student_fn, ref.previous_token_score, args, **check)
+    check_against(student_fn, ref.previous_token_score, (visible.scores_case(rng, 2, 5).astype(np.float32),),
+                  rtol=1e-4, atol=1e-6, **check)
+
+
+def induction_score(student_fn):
+    rng = fresh_rng()
+    check = dict(name="induction_score", diagnoses=visible.INDUCTION_MISTAKES)
+    for H, period in [(int(rng.integers(2, 5)), int(rng.integers(2, 6))), (9, 3), (2, 1), (3, 7)]:
+        check_against(student_fn, ref.induction_score, (visible.scores_case(rng, H, 2 * period), period), **check)
+    check_against(student_fn, ref.induction_score, (visible.scores_case(rng, 2, 8, causal=False), 4), **check)
+    check_against(student_fn, ref.induction_score, (visible.scores_case(rng, 3, 6).astype(np.float32), 3),
+                  rtol=1e-4, atol=1e-6, **check)
+
+
+def ablate_heads(student_fn):
+    rng = fresh_rng()
+    n_layers = 4
+    # heads in two layers, one of them twice, and a layer with none: only the right layer's heads go to zero
+    heads = [(1, int(rng.integers(0, 6))), (3, 0), (3, 5), (1, 2)]
+    cases = [(*visible.gqa_inputs(rng, 6, 3, int(rng.integers(3, 6)), 4), layer) for layer in range(n_layers)]
+    visible.check_ablation(student_fn, grouped_query_attention, heads, cases)
+    # a single pair given as a tuple of tuples, ordinary multi-head attention (H_kv = H_q)
+    cases = [(*visible.gqa_inputs(rng, 3, 3, 4, 2), layer) for layer in (0, 2)]
+    visible.check_ablation(student_fn, grouped_query_attention, ((2, 1),), cases)
+    # nothing ablated: the function must give back what attention gives
+    visible.check_ablation(student_fn, grouped_query_attention, [], [(*visible.gqa_inputs(rng, 4, 2, 3, 2), 0)])
+
+
+ANSWERS = {
+    "weight_refutes": ("c", None),
+    "sink_explanation": ("b", None),
+    # seed 003: GPT-2's last token of a 6-token sentence; no preference spreads 1/6 on each token
+    "gpt2_uniform_share": (1 / 6, 0.005),
+    # SmolLM2 on the seed-002 sentence: the layer whose first-token share is largest (tests/test_lesson06.py
+    # recomputes it from the model)
+    "sink_peak_layer": (25, 0),
+    "ablation_outcome": ("a", None),
+}
+
+
+def answer(name, value):
+    correct, tolerance = ANSWERS[name]
+    expect_answer(value, correct, name, tolerance)
+
+
+seal(__name__)

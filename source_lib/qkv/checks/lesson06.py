@@ -1,0 +1,381 @@
+"""Visible checks for lesson 06, sinks: the first-token share, contributions, occlusion, sliding windows,
+perplexity, head-pattern scores and head ablation."""
+import functools
+
+import numpy as np
+
+from qkv import sinks as ref
+from qkv.attention import masked_softmax
+from qkv.checking import Hint, call, call_text, check_against, expect_array, seal
+from qkv.heads import grouped_query_attention
+from qkv.masking import causal_mask
+
+
+# ---------------------------------------------------------------- inputs
+
+def causal_weights(rng, H, T, sharpness=2.0):
+    """Random attention weights of one layer [H, T, T], rows summing to 1 over the visible keys."""
+    return masked_softmax(rng.normal(size=(H, T, T)) * sharpness, causal_mask(T))
+
+
+def full_weights(rng, H, T, sharpness=2.0):
+    """Random weights without a mask (every key visible): makes "reads the future" mistakes visible."""
+    return masked_softmax(rng.normal(size=(H, T, T)) * sharpness)
+
+
+def toy_logprob(rng, vocab=12, decay=0.7):
+    """A synthetic next-token-log-probability function of token ids, importable by the grader."""
+    return functools.partial(ref.toy_next_token_logprob, token_values=rng.normal(size=vocab) * 1.5, decay=decay)
+
+
+def sink_logprob(rng, vocab=12, sink_bonus=3.0):
+    return functools.partial(ref.toy_first_token_logprob, token_values=rng.normal(size=vocab), sink_bonus=sink_bonus)
+
+
+# ---------------------------------------------------------------- first_token_share
+
+FIRST_TOKEN_SHARE_MISTAKES = [
+    (lambda w: np.asarray(w)[:, :, 0].mean(),
+     "query 0 is included. Query 0 can only look at key 0 (weight 1 by construction), so it says nothing about "
+     "a preference: average over queries 1..T-1 only."),
+    (lambda w: np.asarray(w)[:, 1:, :].mean(),
+     "this averages over all keys, not the weight on key 0: take column 0 of every query row (weights[:, 1:, 0])."),
+    (lambda w: np.asarray(w)[:, 0, :].mean(),
+     "this reads row 0 (what query 0 looks at); the sink is column 0 (what every query gives key 0)."),
+    (lambda w: np.asarray(w)[:, -1, 0].mean(),
+     "this is the last query's weight on key 0 only; average over every query 1..T-1."),
+    (lambda w: np.asarray(w)[:, 1:, 0].mean(axis=1).sum(),
+     "the heads are summed, not averaged: the share is a mean over heads and queries."),
+]
+
+
+def first_token_share(student_fn):
+    rng = np.random.default_rng(60)
+    check = dict(name="first_token_share", diagnoses=FIRST_TOKEN_SHARE_MISTAKES)
+    check_against(student_fn, ref.first_token_share, (causal_weights(rng, 3, 5),), **check)
+    check_against(student_fn, ref.first_token_share, (causal_weights(rng, 1, 2),), **check)
+    check_against(student_fn, ref.first_token_share, (np.broadcast_to(np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None],
+                                                                      (2, 4, 4)).copy(),), **check)
+    print("first_token_share: all visible checks passed.")
+
+
+# ---------------------------------------------------------------- contribution_norms
+
+def _norms(w, v, W_O, use_weight=True, use_W_O=True, square=False):
+    w, v, W_O = (np.asarray(a, dtype=float) for a in (w, v, W_O))
+    vectors = v @ W_O if use_W_O else v
+    if use_weight:
+        vectors = w[:, None] * vectors
+    norms = np.linalg.norm(vectors, axis=-1)
+    return norms ** 2 if square else norms
+
+
+CONTRIBUTION_MISTAKES = [
+    (lambda w, v, W_O: _norms(w, v, W_O, use_W_O=False),
+     "this is ||w_j v_j||, before the output projection. What key j adds to the residual stream is w_j v_j W_O: "
+     "multiply by W_O_head before taking the norm."),
+    (lambda w, v, W_O: _norms(w, v, W_O, use_weight=False),
+     "this is ||v_j W_O||, the size of the vector key j COULD add; multiply it by the weight w_j the query gives it."),
+    (lambda w, v, W_O: _norms(w, v, W_O, use_weight=False, use_W_O=False),
+     "this is ||v_j||: neither the weight nor the output projection is applied."),
+    (lambda w, v, W_O: _norms(w, v, W_O, square=True),
+     "these are squared norms: take the square root (np.linalg.norm(..., axis=-1))."),
+]
+
+
+def contribution_case(rng, T, d_head, d_model):
+    weights = masked_softmax(rng.normal(size=T) * 2)  # one query's row
+    return weights, rng.normal(size=(T, d_head)), rng.normal(size=(d_head, d_model)) / np.sqrt(d_head)
+
+
+def contribution_norms(student_fn):
+    rng = np.random.default_rng(61)
+    check = dict(name="contribution_norms", diagnoses=CONTRIBUTION_MISTAKES)
+    check_against(student_fn, ref.contribution_norms, contribution_case(rng, 4, 3, 5), **check)
+    check_against(student_fn, ref.contribution_norms, contribution_case(rng, 6, 2, 7), **check)
+    check_against(student_fn, ref.contribution_norms, (np.array([1.0]), np.ones((1, 2)), np.eye(2)), **check)
+    print("contribution_norms: all visible checks passed.")
+
+
+# ---------------------------------------------------------------- occlusion_effects
+
+def _delete(ids, i):
+    return np.delete(np.asarray(ids), i)
+
+
+OCCLUSION_MISTAKES = [
+    (lambda fn, ids: np.array([fn(_delete(ids, i)) for i in range(len(ids))]),
+     "these are the new log-probabilities; report the DROP: log p(full sequence) - log p(sequence without i)."),
+    (lambda fn, ids: np.array([fn(_delete(ids, i)) - fn(np.asarray(ids)) for i in range(len(ids))]),
+     "the sign is flipped: the drop is log p(full) - log p(without i), positive when deleting i hurts."),
+    (lambda fn, ids: np.array([fn(ids) - fn(_delete(ids, (i + 1) % len(ids))) for i in range(len(ids))]),
+     "entry i deletes position i + 1: check your slicing (ids[:i] + ids[i+1:] removes exactly position i)."),
+    (lambda fn, ids: np.array([fn(ids) - fn(_delete(ids, i - 1)) for i in range(len(ids))]),
+     "entry i deletes position i - 1: check your slicing (ids[:i] + ids[i+1:] removes exactly position i)."),
+    (lambda fn, ids: np.array([fn(ids) - fn(np.asarray(ids)[:max(i, 1)]) for i in range(len(ids))]),
+     "this cuts the sequence at i instead of deleting position i alone: keep everything after i too."),
+]
+
+
+def occlusion_effects(student_fn):
+    rng = np.random.default_rng(62)
+    check = dict(name="occlusion_effects", diagnoses=OCCLUSION_MISTAKES)
+    check_against(student_fn, ref.occlusion_effects, (toy_logprob(rng), np.array([3, 1, 4, 1, 5])), **check)
+    check_against(student_fn, ref.occlusion_effects, (sink_logprob(rng), np.array([7, 2, 9])), **check)
+    check_against(student_fn, ref.occlusion_effects, (toy_logprob(rng), [2, 11]), **check)
+    print("occlusion_effects: all visible checks passed.")
+
+
+# ---------------------------------------------------------------- sliding_window_mask
+
+def _window(T, window, n_sink=0, le=False, causal_sinks=True, sinks_inside=False):
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    width = window - n_sink if sinks_inside else window
+    recent = (i - j <= width) if le else (i - j < width)
+    sink = (j < n_sink) & (j <= i) if causal_sinks else (j < n_sink)
+    return ((j <= i) & recent) | sink
+
+
+SLIDING_WINDOW_MISTAKES = [
+    (lambda T, w, s=0: _window(T, w, s, le=True),
+     "each query sees window + 1 recent keys: with i - j <= window the window is one too wide. Query i keeps "
+     "keys i - window + 1 .. i, so the test is i - j < window."),
+    (lambda T, w, s=0: _window(T, w, s, causal_sinks=False),
+     "the sink keys are visible to queries BEFORE them (j < n_sink without j <= i): a future leak. A sink is "
+     "still a key in the past: keep j <= i."),
+    (lambda T, w, s=0: _window(T, w, s, sinks_inside=True),
+     "the sinks were counted inside the window (window - n_sink recent keys). The sinks come on top: each "
+     "query keeps its last `window` keys AND the first n_sink."),
+    (lambda T, w, s=0: _window(T, w, 0),
+     "the sink keys are missing: keys j < n_sink must stay visible (to queries at or after them)."),
+    (lambda T, w, s=0: np.abs(np.arange(T)[:, None] - np.arange(T)[None, :]) < w,
+     "the mask lets queries read the future: only keys j <= i may be visible."),
+]
+
+
+def _mask_check(student_fn, args, name="sliding_window_mask"):
+    shown = call_text(name, args)
+    raw = call(student_fn, *args, name=name)
+    expected = ref.sliding_window_mask(*args)
+    got = expect_array(raw, expected.shape, shown)
+    if np.asarray(raw).dtype != bool:
+        raise Hint(f"{shown} returned a mask of {np.asarray(raw).dtype}; a mask must be boolean (True where the "
+                   f"query may read the key): build it from comparisons such as j <= i, combined with & and |.")
+    if np.array_equal(np.asarray(raw), expected):
+        return
+    for mistake_fn, hint in SLIDING_WINDOW_MISTAKES:
+        if np.array_equal(np.asarray(mistake_fn(*args), dtype=bool), np.asarray(raw)):
+            raise Hint(f"{shown} is wrong: {hint}")
+    wrong = np.argwhere(np.asarray(raw) != expected)[0]
+    i, j = int(wrong[0]), int(wrong[1])
+    raise Hint(f"{shown} is wrong: query {i} {'may' if got[i, j] else 'may not'} read key {j}; it should "
+               f"{'' if expected[i, j] else 'not '}(j <= i and (i - j < window or j < n_sink)).")
+
+
+def sliding_window_mask(student_fn):
+    for args in [(6, 2, 1), (5, 3, 0), (7, 2, 2), (4, 4, 1), (3, 1, 0)]:
+        _mask_check(student_fn, args)
+    print("sliding_window_mask: all visible checks passed.")
+
+
+# ---------------------------------------------------------------- perplexity
+
+def _log_softmax(logits):
+    logits = np.asarray(logits, dtype=float)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def _nll(logits, ids, shift=1):
+    ids = np.asarray(ids)
+    log_p = _log_softmax(logits)
+    if shift == 1:
+        return -log_p[np.arange(len(ids) - 1), ids[1:]]
+    if shift == 0:
+        return -log_p[np.arange(len(ids)), ids]
+    return -log_p[np.arange(1, len(ids)), ids[:-1]]  # shift == -1: logits[1:] against ids[:-1]
+
+
+PERPLEXITY_MISTAKES = [
+    (lambda logits, ids: np.exp(np.mean(_nll(logits, ids, shift=0))),
+     "logits and ids are not shifted: row t of the logits predicts the NEXT token, so compare logits[:-1] "
+     "with ids[1:]."),
+    (lambda logits, ids: np.exp(np.mean(_nll(logits, ids, shift=-1))),
+     "shifted the wrong way: logits[t] predicts ids[t + 1], so compare logits[:-1] with ids[1:]."),
+    (lambda logits, ids: np.exp(np.mean(_nll(logits, ids)) / np.log(2)),
+     "the bases are mixed: the mean is in bits (log2) but exponentiated with e. Use natural logs throughout "
+     "(np.log and np.exp), or 2 ** (mean in bits)."),
+    (lambda logits, ids: np.exp(np.sum(_nll(logits, ids)) / len(ids)),
+     "the mean is over T positions, but only T - 1 tokens are predicted (position 0 has nothing before it): "
+     "divide by T - 1."),
+    (lambda logits, ids: np.exp(np.sum(_nll(logits, ids))),
+     "this is exp of the SUM of the losses (the inverse probability of the whole text); perplexity is exp of "
+     "the MEAN loss per token."),
+    (lambda logits, ids: np.mean(np.exp(_nll(logits, ids))),
+     "this is the mean of exp(loss); perplexity is exp of the mean loss."),
+]
+
+OVERFLOW_HINT = ("np.exp of large logits overflows. Subtract each row's maximum before exponentiating "
+                 "(log softmax = x - max - log(sum(exp(x - max)))); it changes nothing mathematically.")
+
+
+def perplexity_case(rng, T, vocab, scale=3.0, offset=0.0):
+    """Logits [T, vocab] and ids [T]. A large `offset` (a different one per row) changes no probability but
+    overflows np.exp of the raw logits, as a real model's logits can."""
+    shift = rng.uniform(offset / 2, offset, size=(T, 1))
+    return rng.normal(size=(T, vocab)) * scale + shift, rng.integers(0, vocab, size=T)
+
+
+def perplexity(student_fn):
+    rng = np.random.default_rng(63)
+    check = dict(name="perplexity", diagnoses=PERPLEXITY_MISTAKES, nonfinite_hint=OVERFLOW_HINT)
+    check_against(student_fn, ref.perplexity, perplexity_case(rng, 5, 7), **check)
+    check_against(student_fn, ref.perplexity, perplexity_case(rng, 2, 4), **check)
+    check_against(student_fn, ref.perplexity, perplexity_case(rng, 6, 5, offset=1500.0), **check)
+    uniform = check_against(student_fn, ref.perplexity, (np.zeros((4, 10)), np.array([1, 2, 3, 4])), **check)
+    print(f"perplexity: all visible checks passed (uniform logits over 10 tokens give {float(uniform):.4g}).")
+
+
+# ---------------------------------------------------------------- head-pattern scores
+
+def _offset_score(w, offset, first_query=1):
+    w = np.asarray(w, dtype=float)
+    T = w.shape[1]
+    i = np.arange(first_query, T)
+    j = i + offset
+    keep = (j >= 0) & (j < T)
+    return w[:, i[keep], j[keep]].mean(axis=-1)
+
+
+DIAGONAL_MISTAKES = [
+    (lambda w: _offset_score(w, 0, first_query=0),
+     "query 0 is included: it can only read itself (weight 1 by construction); average over queries 1..T-1."),
+    (lambda w: _offset_score(w, -1),
+     "this reads key i - 1 (the previous token); the diagonal is key i, the query itself."),
+]
+
+PREVIOUS_TOKEN_MISTAKES = [
+    (lambda w: _offset_score(w, 1, first_query=0),
+     "this reads key i + 1, the token AFTER the query (the upper diagonal); the previous token is key i - 1."),
+    (lambda w: _offset_score(w, -2, first_query=2),
+     "this reads key i - 2; the previous token is key i - 1."),
+    (lambda w: _offset_score(w, 0),
+     "this reads key i (the diagonal); the previous token is key i - 1."),
+    (lambda w: _offset_score(w, -1, first_query=2),
+     "query 1 is left out: every query i >= 1 has a previous token (query 1's is key 0)."),
+]
+
+
+def _induction(w, period, offset=1, all_queries=False):
+    w = np.asarray(w, dtype=float)
+    T = w.shape[1]
+    i = np.arange(period if all_queries else T - period, T)
+    j = i - period + offset
+    return w[:, i, j].mean(axis=-1)
+
+
+INDUCTION_MISTAKES = [
+    (lambda w, p: _induction(w, p, offset=0),
+     "this reads key i - period, the EARLIER COPY of the query's own token (a duplicate-token head). An induction "
+     "head reads the token that came AFTER it: key i - period + 1."),
+    (lambda w, p: _induction(w, p, offset=2),
+     "this reads key i - period + 2, one too far: the token after the earlier occurrence is key i - period + 1."),
+    (lambda w, p: _induction(w, p, offset=-1),
+     "this reads key i - period - 1, the token BEFORE the earlier occurrence; use key i - period + 1."),
+]
+
+
+def scores_case(rng, H, T, causal=True):
+    return (causal_weights if causal else full_weights)(rng, H, T)
+
+
+def diagonal_score(student_fn):
+    rng = np.random.default_rng(64)
+    check = dict(name="diagonal_score", diagnoses=DIAGONAL_MISTAKES)
+    check_against(student_fn, ref.diagonal_score, (scores_case(rng, 3, 5),), **check)
+    check_against(student_fn, ref.diagonal_score, (scores_case(rng, 2, 4, causal=False),), **check)
+    check_against(student_fn, ref.diagonal_score, (np.eye(3)[None].repeat(2, axis=0),), **check)
+    print("diagonal_score: all visible checks passed.")
+
+
+def previous_token_score(student_fn):
+    rng = np.random.default_rng(65)
+    check = dict(name="previous_token_score", diagnoses=PREVIOUS_TOKEN_MISTAKES)
+    check_against(student_fn, ref.previous_token_score, (scores_case(rng, 3, 5),), **check)
+    check_against(student_fn, ref.previous_token_score, (scores_case(rng, 2, 6, causal=False),), **check)
+    shifted = np.eye(4, k=-1)
+    shifted[0, 0] = 1.0  # a perfect previous-token head: query i reads key i - 1 (query 0 reads itself)
+    check_against(student_fn, ref.previous_token_score, (shifted[None],), **check)
+    print("previous_token_score: all visible checks passed.")
+
+
+def induction_score(student_fn):
+    rng = np.random.default_rng(66)
+    check = dict(name="induction_score", diagnoses=INDUCTION_MISTAKES)
+    check_against(student_fn, ref.induction_score, (scores_case(rng, 3, 8), 4), **check)
+    check_against(student_fn, ref.induction_score, (scores_case(rng, 2, 6, causal=False), 3), **check)
+    check_against(student_fn, ref.induction_score, (scores_case(rng, 1, 2), 1), **check)
+    print("induction_score: all visible checks passed.")
+
+
+# ---------------------------------------------------------------- ablate_heads
+
+def _ablation(attention, heads, every_layer=False, zero_queries=False, kv_head=False):
+    pairs = [tuple(int(x) for x in p) for p in heads]
+
+    def ablated(q, k, v, mask, layer):
+        chosen = [h for L, h in pairs if every_layer or L == int(layer)]
+        if zero_queries:  # the weights become uniform after the softmax: still renormalised
+            q = np.array(q, dtype=float, copy=True)
+            q[chosen] = 0.0
+            return np.asarray(attention(q, k, v, mask))
+        out = np.array(attention(q, k, v, mask), dtype=float, copy=True)
+        if kv_head:
+            group = np.shape(q)[0] // np.shape(k)[0]
+            chosen = [h2 for h in chosen for h2 in range(np.shape(q)[0]) if h2 // group == h // group]
+        out[chosen] = 0.0
+        return out
+
+    return ablated
+
+
+def ablation_mistakes(attention, heads):
+    return [
+        (_ablation(attention, heads, every_layer=True),
+         "the listed heads are zeroed in EVERY layer; only the pairs (layer, head) given should be, each in its own "
+         "layer (compare the `layer` argument)."),
+        (_ablation(attention, heads, zero_queries=True),
+         "the head still has an output: zeroing its query (or its scores) makes the weights uniform after the "
+         "softmax, which renormalises them. Ablation sets the head's OUTPUT to zero."),
+        (_ablation(attention, heads, kv_head=True),
+         "every query head sharing the key/value head was zeroed; ablate only the listed query heads."),
+    ]
+
+
+def gqa_inputs(rng, n_q, n_kv, T, d_head):
+    return (rng.normal(size=(n_q, T, d_head)), rng.normal(size=(n_kv, T, d_head)), rng.normal(size=(n_kv, T, d_head)),
+            causal_mask(T))
+
+
+def check_ablation(student_fn, attention, heads, cases, shown_heads=None):
+    """cases: [(q, k, v, mask, layer), ...] to run the returned function on."""
+    name = f"ablate_heads({getattr(attention, '__name__', 'attention')}, {shown_heads or list(heads)!r})"
+    ablated = call(student_fn, attention, heads, name="ablate_heads")
+    if not callable(ablated):
+        raise Hint(f"{name} returned {type(ablated).__name__}; it must return a function "
+                   f"ablated(q, k, v, mask, layer) (define one inside and return it).")
+    reference = ref.ablate_heads(attention, heads)
+    for args in cases:
+        check_against(ablated, reference, args, name=f"{name} called as f", diagnoses=ablation_mistakes(attention, heads),
+                      allowed=(attention,))
+
+
+def ablate_heads(student_fn):
+    rng = np.random.default_rng(67)
+    heads = [(1, 0), (1, 4), (2, 2)]
+    cases = [(*gqa_inputs(rng, 6, 2, 4, 3), layer) for layer in (0, 1, 2)]
+    check_ablation(student_fn, grouped_query_attention, heads, cases)
+    print("ablate_heads: all visible checks passed.")
+
+
+seal(__name__)
