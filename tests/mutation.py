@@ -15,6 +15,7 @@ import copy
 import importlib
 import inspect
 import itertools
+import types
 import warnings
 
 import numpy as np
@@ -87,6 +88,15 @@ def _exec_copy(module_name, tree, label):
             source = library_copy(node.module)
             for alias in node.names:
                 namespace[alias.asname or alias.name] = source[alias.name]
+        elif isinstance(node, ast.ImportFrom) and node.module == "qkv" and any(
+                alias.name in REFERENCE_MODULES for alias in node.names):
+            for alias in node.names:  # `from qkv import attention as ref`: the copy, as a module-like object
+                if alias.name in REFERENCE_MODULES:
+                    namespace[alias.asname or alias.name] = types.SimpleNamespace(**library_copy(f"qkv.{alias.name}"))
+                else:
+                    namespace[alias.asname or alias.name] = importlib.import_module(f"qkv.{alias.name}")
+        elif isinstance(node, ast.Expr) and ast.unparse(node).startswith("seal("):
+            continue  # a copy is not the grader's module
         else:
             body.append(node)
     module = ast.Module(body=body, type_ignores=[])
@@ -100,6 +110,11 @@ def library_copy(module_name):
     if module_name not in _COPIES:
         _COPIES[module_name] = _exec_copy(module_name, _module_tree(module_name), module_name)
     return _COPIES[module_name]
+
+
+def checks_copy(lesson):
+    """qkv.checks.lessonNN compiled outside qkv: its mistake functions can play a student's function."""
+    return library_copy(f"qkv.checks.lesson{lesson}")
 
 
 def student_reference(dotted):

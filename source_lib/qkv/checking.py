@@ -298,7 +298,7 @@ def close(a, b, rtol=1e-4, atol=1e-5):
 
 def check_against(student_fn, reference_fn, args=(), kwargs=None, name=None, diagnoses=(),
                   rtol=1e-4, atol=1e-5, allowed=(), extra_checks=(), allow_list=False,
-                  outputs=None, nonfinite_hint=None):
+                  outputs=None, nonfinite_hint=None, confirm_with=()):
     """Run student and reference on the same inputs; raise a Hint that says what is probably wrong.
 
     diagnoses: (mistake_fn, hint) pairs; mistake_fn(*args, **kwargs) computes what a known mistake
@@ -310,6 +310,8 @@ def check_against(student_fn, reference_fn, args=(), kwargs=None, name=None, dia
         recognised by a property (rows not summing to 1) rather than by an exact value.
     outputs: names of the parts when the function returns a tuple, e.g. ("weights", "output").
     nonfinite_hint: said when the student's result holds NaN or infinity (e.g. an overflowing exp).
+    confirm_with: further (args, kwargs) on which to confirm a diagnosis, tried before inputs made by moving
+        this one a little (needed where a small move leaves the contract, e.g. a query that must equal a key).
     Returns the student's result as float64 array(s).
     """
     kwargs = dict(kwargs or {})
@@ -318,7 +320,7 @@ def check_against(student_fn, reference_fn, args=(), kwargs=None, name=None, dia
     raw = call(student_fn, *args, name=name, allowed=allowed, **kwargs)
     # computed only after the student's function has returned, so no stack frame holds the answer
     expected = reference_fn(*args, **kwargs)
-    probes = _Probes(student_fn, reference_fn, args, kwargs, name, allowed)
+    probes = _Probes(student_fn, reference_fn, args, kwargs, name, allowed, confirm_with=confirm_with)
     if outputs is None:
         expected = np.asarray(expected, np.float64)
         got = _validated(raw, expected, shown, allow_list, nonfinite_hint, diagnoses, args, kwargs, probes)
@@ -417,7 +419,8 @@ def _certain_diagnosis(got, expected, args, kwargs, diagnoses, probes):
     for index, (mistake_fn, hint) in enumerate(diagnoses):
         if not _same(got, _mistaken(mistake_fn, args, kwargs)):
             continue
-        others = [fn for i, (fn, _) in enumerate(diagnoses) if i != index]
+        # two ways of writing the same mistake share its hint and need not be told apart
+        others = [fn for i, (fn, other_hint) in enumerate(diagnoses) if i != index and other_hint != hint]
         evidence = 0
         for probe_args, probe_kwargs, probe_got, probe_expected in itertools.chain(
                 [(args, kwargs, got, expected)], probes):
@@ -444,29 +447,36 @@ class _Probes:
     """
     VARIANTS = ((1, False), (2, False), (3, True), (4, True), (5, True))  # (seed, shift whole numbers too)
 
-    def __init__(self, student_fn, reference_fn, args, kwargs, name, allowed, index=None, cache=None):
+    def __init__(self, student_fn, reference_fn, args, kwargs, name, allowed, index=None, cache=None,
+                 confirm_with=()):
         self.student_fn, self.reference_fn, self.name, self.allowed = student_fn, reference_fn, name, allowed
         self.args, self.kwargs, self.index = args, kwargs, index
         self.cache = [] if cache is None else cache  # shared by the parts of a tuple result
+        self.inputs = [(tuple(a), dict(k or {})) for a, k in confirm_with] + list(self.VARIANTS)
 
     def part(self, index):
-        return _Probes(self.student_fn, self.reference_fn, self.args, self.kwargs, self.name, self.allowed,
+        part = _Probes(self.student_fn, self.reference_fn, self.args, self.kwargs, self.name, self.allowed,
                        index, self.cache)
+        part.inputs = self.inputs
+        return part
 
     def _results(self):
-        for position, (seed, shift_ints) in enumerate(self.VARIANTS):
+        for position, source in enumerate(self.inputs):
             if position == len(self.cache):
-                self.cache.append(self._probe(seed, shift_ints))
+                self.cache.append(self._probe(*source))
             if self.cache[position] is not None:
                 yield self.cache[position]
 
-    def _probe(self, seed, shift_ints):
-        rng = np.random.default_rng(seed)
-        changed = []
-        args = tuple(_perturbed(a, rng, shift_ints, changed) for a in self.args)
-        kwargs = {k: _perturbed(v, rng, shift_ints, changed) for k, v in self.kwargs.items()}
-        if not changed:
-            return None  # the same input again is no new evidence
+    def _probe(self, first, second):
+        if isinstance(first, tuple):  # given: (args, kwargs)
+            args, kwargs = first, second
+        else:  # (seed, shift whole numbers too): this input, moved a little
+            rng = np.random.default_rng(first)
+            changed = []
+            args = tuple(_perturbed(a, rng, second, changed) for a in self.args)
+            kwargs = {k: _perturbed(v, rng, second, changed) for k, v in self.kwargs.items()}
+            if not changed:
+                return None  # the same input again is no new evidence
         with np.errstate(all="ignore"):
             try:
                 expected = self.reference_fn(*args, **kwargs)

@@ -149,7 +149,8 @@ def _reference_attention(Q, K, V):
 
 SELF_ATTENTION_MISTAKES = (
     [(_self_attention_mistake(_reference_attention, projection), hint) for projection, hint in PROJECT_QKV_MISTAKES]
-    + [(_self_attention_mistake(mistake), hint) for mistake, hint in ATTENTION_MISTAKES]
+    # blending the keys is, in self-attention, the same computation as "V made with W_K" (listed above)
+    + [(_self_attention_mistake(mistake), hint) for mistake, hint in ATTENTION_MISTAKES if hint != BLENDS_KEYS]
 )
 
 

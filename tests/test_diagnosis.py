@@ -1,0 +1,213 @@
+"""A named diagnosis only when it is certain (issue 8, item 3).
+
+For every mistake a check lists: a function that IS the mistake (the check's own mistake function, compiled
+as a student's code) gets the named hint; a different wrong function that coincides with the mistake on the
+checked input only gets the generic "largest difference" hint, never the named one.
+"""
+import functools
+import types
+
+import numpy as np
+import pytest
+
+import mutation
+from qkv import attention, heads, lookup, masking, probes, scaling
+from qkv.checking import Hint, check_against
+from qkv.checks import lesson01, lesson02, lesson03, lesson04, lesson05
+
+RNG = np.random.default_rng(8)
+SQUARE = tuple(RNG.normal(size=(4, 4)) for _ in range(3))
+
+
+def _boolean(visible_module, meaning=""):
+    def run(student, reference, args, kwargs, diagnoses, outputs, confirm=()):
+        visible_module.check_boolean(student, reference, args, "fn", diagnoses, require_bool=False, kwargs=kwargs)
+    return run
+
+
+def _against(student, reference, args, kwargs, diagnoses, outputs, confirm=()):
+    check_against(student, reference, args, kwargs, name="fn", diagnoses=diagnoses, outputs=outputs,
+                  confirm_with=confirm)
+
+
+HARD_KEYS = np.array([[1.0, 2, 0], [2, 1, 0], [2, 4, 0], [1, 2, 1]])
+HARD_VALUES = np.array([[10.0], [20.0], [30.0], [40.0]])
+
+
+def _hard_lookup(student, reference, args, kwargs, diagnoses, outputs):
+    # a moved query matches no key: the diagnosis is confirmed on the table's other queries
+    others = [((key.copy(), HARD_KEYS, HARD_VALUES), {}) for key in HARD_KEYS if not np.array_equal(key, args[0])]
+    _against(student, reference, args, kwargs, diagnoses, outputs, confirm=others)
+
+
+_mix = np.array([[1.0, 0, 0, 1], [0, 1, 0, 0], [1, 0, 1, 0], [0, 1, 0, 1]])
+ATTEND = functools.partial(probes.mixed_readout, mix=_mix, readout=np.array([[1.0, 2.0], [0.5, -1.0], [2.0, 0.25]]))
+TOY = heads.AttentionShape("toy", n_layers=4, d_model=48, n_heads=6, n_kv_heads=2, d_head=8)
+
+# (lesson, list name, reference, candidate inputs, outputs, runner): each mistake is tried on the first candidate
+# input on which it differs from the reference and from every other mistake of the list
+CASES = [
+    ("01", "SOFTMAX_MISTAKES", attention.softmax,
+     [((np.array([[0.5, 2.0, -1.0], [3.0, 0.0, 1.5]]),), {}), ((np.array([[0.5, 2.0, -1.0], [3.0, 0.0, 1.5]]),), {"axis": 0}),
+      ((np.array([[1.0, 2.0], [1000.0, 1001.0]]),), {})], None, _against),
+    ("01", "HARD_LOOKUP_MISTAKES", lookup.hard_lookup,
+     [((np.array([2.0, 1.0, 0.0]), HARD_KEYS, HARD_VALUES), {}), ((np.array([1.0, 2.0, 1.0]), HARD_KEYS, HARD_VALUES), {})],
+     None, _hard_lookup),
+    ("01", "SOFT_LOOKUP_MISTAKES", lookup.soft_lookup,
+     [((np.array([1.0, 0.5, -1.0]), RNG.normal(size=(4, 3)), RNG.normal(size=(4, 2))), {"temperature": 0.25}),
+      ((np.array([1.0, 0.5, -1.0]), RNG.normal(size=(4, 3)), RNG.normal(size=(4, 3))), {"temperature": 0.25})],
+     ("weights", "output"), _against),
+    ("01", "SWEEP_MISTAKES", lookup.soft_lookup_by_temperature,
+     [((np.array([1.0, 0.5, -1.0]), RNG.normal(size=(4, 3)), RNG.normal(size=(4, 2)), np.array([4.0, 1.0, 0.3])), {}),
+      ((np.array([1.0, 0.5, -1.0]), RNG.normal(size=(4, 3)), RNG.normal(size=(4, 3)), np.array([4.0, 1.0, 0.3])), {})],
+     None, _against),
+    ("02", "DOT_SCORES_MISTAKES", attention.dot_scores, [((lesson02.SMALL_Q, lesson02.SMALL_K), {}), (SQUARE[:2], {})], None, _against),
+    ("02", "SCALED_SCORES_MISTAKES", attention.scaled_scores, [((lesson02.SMALL_Q, lesson02.SMALL_K), {}), (SQUARE[:2], {})], None, _against),
+    ("02", "ATTENTION_WEIGHTS_MISTAKES", attention.attention_weights, [((lesson02.SMALL_Q, lesson02.SMALL_K), {}), (SQUARE[:2], {})], None, _against),
+    ("02", "ATTENTION_MISTAKES", attention.attention,
+     [((lesson02.SMALL_Q, lesson02.SMALL_K, lesson02.SMALL_V), {}), (SQUARE, {})], None, _against),
+    ("02", "PROJECT_QKV_MISTAKES", attention.project_qkv,
+     [((lesson02.SMALL_X, lesson02.SQUARE_W_Q, lesson02.SQUARE_W_K, lesson02.SQUARE_W_V), {}),
+      ((lesson02.SMALL_X, lesson02.SMALL_W_Q, lesson02.SMALL_W_K, lesson02.SMALL_W_V), {})], ("Q", "K", "V"), _against),
+    ("02", "SELF_ATTENTION_MISTAKES", attention.self_attention,
+     [((lesson02.SMALL_X, lesson02.SQUARE_W_Q, lesson02.SQUARE_W_K, lesson02.SQUARE_W_V), {}),
+      ((lesson02.SMALL_X, lesson02.SMALL_W_Q, lesson02.SMALL_W_K, lesson02.SMALL_W_V), {})], None, _against),
+    ("03", "SCALE_MISTAKES", scaling.scale_for_unit_variance, [((64,), {}), ((3,), {})], None, _against),
+    ("03", "ENTROPY_MISTAKES", scaling.entropy,
+     [((np.array([[0.7, 0.2, 0.1], [0.25, 0.25, 0.5], [0.1, 0.6, 0.3]]),), {})], None, _against),
+    ("03", "SOFTMAX_JACOBIAN_MISTAKES", scaling.softmax_jacobian, [((np.array([0.5, -1.0, 2.0, 0.3]),), {})], None, _against),
+    ("03", "QUERY_JACOBIAN_MISTAKES", scaling.query_jacobian,
+     [((np.array([0.5, -1.0, 1.0]), np.array([[1.0, 2.0, 0.0], [0.0, 1.0, -1.0], [3.0, 0.0, 1.0]])), {}),
+      ((np.array([0.5, -1.0, 1.0, 2.0]), RNG.normal(size=(3, 4))), {})], None, _against),
+    ("04", "CAUSAL_MASK_MISTAKES", masking.causal_mask, [((5,), {})], None, _boolean(lesson04)),
+    ("04", "MASKED_SOFTMAX_MISTAKES", lesson04.MASKED_SOFTMAX_REFERENCE,
+     [((RNG.normal(size=(3, 3)), masking.causal_mask(3)), {}),
+      ((RNG.normal(size=(2, 3)), np.array([[True, True, False], [False, False, False]])), {})], None, _against),
+    ("04", "CAUSAL_ATTENTION_MISTAKES", lesson04.CAUSAL_ATTENTION_REFERENCE,
+     [(lesson04.sentence_inputs(), {}),
+      ((lesson04.loud_future_input(np.random.default_rng(0), 5, *lesson04.sentence_inputs()[1:3]),
+        *lesson04.sentence_inputs()[1:]), {})], None, _against),
+    ("04", "PADDING_MASK_MISTAKES", masking.padding_mask, [(([5, 3, 2], 5), {})], None, _boolean(lesson04)),
+    ("04", "CAUSAL_PADDING_MISTAKES", masking.causal_padding_mask, [(([5, 3, 2], 5), {}), (([4, 2], 4), {})], None,
+     _boolean(lesson04)),
+    ("04", "DEPENDENCE_MISTAKES", masking.dependence_matrix,
+     [((ATTEND, np.linspace(-1, 1, 12).reshape(4, 3)), {})], None, _boolean(lesson04)),
+    ("05", "SPLIT_HEADS_MISTAKES", heads.split_heads, [((RNG.normal(size=(2, 12)), 3), {})], None, _against),
+    ("05", "MERGE_HEADS_MISTAKES", heads.merge_heads, [((RNG.normal(size=(3, 2, 4)),), {})], None, _against),
+    ("05", "MULTI_HEAD_ATTENTION_MISTAKES", heads.multi_head_attention,
+     [(lesson05._mha_case(np.random.default_rng(3), 4, 10, 3, 4), {"mask": masking.causal_mask(4)}),
+      (lesson05._mha_case(np.random.default_rng(4), 5, 8, 4, 2), {"mask": masking.causal_mask(5)}),
+      (lesson05._mha_case(np.random.default_rng(5), 4, 6, 2, 3), {})], None, _against),
+    ("05", "GROUPED_QUERY_ATTENTION_MISTAKES", heads.grouped_query_attention,
+     [(lesson05.gqa_case(np.random.default_rng(6), 6, 2, 4, 3), {"mask": masking.causal_mask(4)}),
+      (lesson05.gqa_case(np.random.default_rng(7), 6, 3, 4, 3), {"mask": masking.causal_mask(4)})], None, _against),
+    ("05", "KV_CACHE_MISTAKES", heads.kv_cache_bytes_per_token,
+     [((TOY, 4), {}), ((TOY, 3), {}), ((types.SimpleNamespace(n_layers=3, n_heads=12, n_kv_heads=4, d_head=5), 2), {})], None, _against),
+]
+
+
+def _result(fn, args, kwargs):
+    with np.errstate(all="ignore"):
+        try:
+            return fn(*args, **kwargs)
+        except Exception:
+            return None
+
+
+def _same(a, b):
+    if a is None or b is None:
+        return False
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and all(map(_same, a, b))
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=1e-4, atol=1e-6, equal_nan=True))
+
+
+def _same_shapes(a, b):
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and all(map(_same_shapes, a, b))
+    return np.shape(a) == np.shape(b)
+
+
+def _equal_inputs(a, b):
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.shape(a) == np.shape(b) and bool(np.array_equal(np.asarray(a), np.asarray(b)))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(map(_equal_inputs, a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal_inputs(a[k], b[k]) for k in a)
+    if isinstance(a, types.SimpleNamespace) and isinstance(b, types.SimpleNamespace):
+        return _equal_inputs(vars(a), vars(b))
+    try:
+        return bool(a == b)
+    except Exception:
+        return a is b
+
+
+def _moved(value):
+    """A wrong answer unlike any listed mistake: the right one, moved."""
+    if isinstance(value, tuple):
+        return tuple(_moved(v) for v in value)
+    array = np.array(value)
+    if array.dtype == bool:  # one entry flipped (flipping all would be the "inverted" mistake)
+        array.flat[0] = not array.flat[0]
+        return array
+    return array * 1.5 + 0.5
+
+
+def _coincides_once(mistake_value, args, kwargs, reference_copy):
+    """The mistake's answer on (args, kwargs), a different wrong answer on every other input."""
+    def student(*given_args, **given_kwargs):
+        if _equal_inputs(given_args, args) and _equal_inputs(given_kwargs, kwargs):
+            return mistake_value
+        return _moved(reference_copy(*given_args, **given_kwargs))
+    return student
+
+
+def _items():
+    for lesson, list_name, reference, inputs, outputs, run in CASES:
+        diagnoses = getattr({"01": lesson01, "02": lesson02, "03": lesson03, "04": lesson04, "05": lesson05}[lesson],
+                            list_name)
+        for index in range(len(diagnoses)):
+            yield pytest.param(lesson, list_name, index, reference, inputs, outputs, run,
+                               id=f"{lesson}:{list_name}[{index}]")
+
+
+def _distinguishing_input(diagnoses, index, reference, inputs):
+    for args, kwargs in inputs:
+        mistaken, expected = _result(diagnoses[index][0], args, kwargs), _result(reference, args, kwargs)
+        if mistaken is None or _same(mistaken, expected) or not _same_shapes(mistaken, expected):
+            continue  # a wrong shape is reported as such, before any diagnosis
+        hint = diagnoses[index][1]
+        if any(_same(mistaken, _result(fn, args, kwargs)) for i, (fn, other) in enumerate(diagnoses)
+               if i != index and other != hint):
+            continue
+        return args, kwargs, mistaken
+    pytest.fail(f"mistake {index} is never told apart from the reference and the other mistakes on these inputs")
+
+
+@pytest.mark.parametrize("lesson, list_name, index, reference, inputs, outputs, run", list(_items()))
+def test_a_mistake_is_named_only_when_the_function_is_that_mistake(lesson, list_name, index, reference, inputs,
+                                                                   outputs, run):
+    real = getattr({"01": lesson01, "02": lesson02, "03": lesson03, "04": lesson04, "05": lesson05}[lesson], list_name)
+    copies = mutation.checks_copy(lesson)[list_name]
+    hint = real[index][1]
+    args, kwargs, mistaken = _distinguishing_input(real, index, reference, inputs)
+    # the mistake itself, as a student would write it: named
+    with pytest.raises(Hint) as named:
+        run(copies[index][0], reference, args, kwargs, real, outputs)
+    assert hint in str(named.value), str(named.value)
+    # a different function that coincides with the mistake on this input only: not named
+    reference_copy = _student_copy_of(reference)
+    with pytest.raises(Hint) as generic:
+        run(_coincides_once(mistaken, args, kwargs, reference_copy), reference, args, kwargs, real, outputs)
+    assert hint not in str(generic.value), str(generic.value)
+
+
+COPY_OF = {lesson04.MASKED_SOFTMAX_REFERENCE: "qkv.attention.masked_softmax",
+           lesson04.CAUSAL_ATTENTION_REFERENCE: "qkv.masking.causal_self_attention"}
+
+
+def _student_copy_of(reference):
+    """The reference compiled as a student's code: a function outside qkv may call it without tripping the wire."""
+    return mutation.student_reference(COPY_OF.get(reference) or f"{reference.__module__}.{reference.__name__}")
