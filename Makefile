@@ -8,7 +8,7 @@ export PATH := $(BIN):$(PATH)
 export MPLBACKEND ?= Agg
 LESSONS := $(sort $(notdir $(wildcard solutions/[0-9]*)))
 
-.PHONY: install model lab test browser release bench clean-class
+.PHONY: install model lab test browser sandbox release bench clean-class
 
 # Versions come from environment.yml only: its pip section is the requirements list.
 $(VENV)/.installed: environment.yml source_lib/pyproject.toml
@@ -37,6 +37,10 @@ test: install
 browser:
 	bash .ci/install-browser
 
+# bubblewrap, the grader's sandbox for each submission (needs root or sudo; without it grading warns "isolation partial")
+sandbox:
+	bash .ci/install-sandbox
+
 # notebooks/ is generated from solutions/ by nbgrader; never edit it by hand
 release: $(VENV)/.installed
 	cd autograde && for lesson in $(LESSONS); do $(BIN)/nbgrader generate_assignment $$lesson --force || exit 1; done
@@ -46,4 +50,4 @@ bench: install
 	for script in bench/bench_*.py bench/measure_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
 clean-class:
-	rm -rf autograde/submitted autograde/autograded autograde/feedback autograde/gradebook.db
+	rm -rf autograde/submitted autograde/autograded autograde/feedback autograde/gradebook.db autograde/.staged autograde/anomalies-*

@@ -38,6 +38,12 @@ FAST = ["--SandboxedExecute.cell_timeout=15", "--SandboxedExecute.call_timeout=1
 
 pytestmark = pytest.mark.grading_class
 
+if not sandbox.bwrap_works():
+    if os.environ.get("CI"):
+        raise RuntimeError("bubblewrap is missing under CI: `make sandbox` (.ci/install-sandbox) installs it")
+    pytest.skip("the hostile class needs bubblewrap (make sandbox); without it the grader is only partially "
+                "isolated, which test_partial_isolation_is_named checks", allow_module_level=True)
+
 
 def run(*args, cwd, check=True, **kw):
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", MPLBACKEND="Agg")
@@ -253,7 +259,9 @@ def test_course_files_and_other_submissions_are_unchanged(graded_class):
 
 def test_no_feedback_shows_another_submission_a_solution_or_a_hidden_test(graded_class):
     course = graded_class["course"]
-    secrets = ["BEGIN HIDDEN TESTS", "GRADED_REFERENCES", "def fresh_rng", "check_against("]
+    # a hidden test cell shows its *call* (`hidden.softmax(softmax)`) by design; never a test body, a raw
+    # notebook file (its JSON metadata) or another student's note
+    secrets = ["GRADED_REFERENCES", "def fresh_rng", "check_against(", '"grade_id"', "nbgrader_config"]
     for page in (course / "autograde" / "feedback").rglob("*.html"):
         text = page.read_text()
         for secret in secrets + ([] if "/perfect/" in str(page) else [PRIVATE_NOTE]):

@@ -11,12 +11,13 @@ Anomalies travel in the notebook's metadata (`qkv.anomalies`), so the sanitize s
 through the file nbgrader writes between the two steps, and the report (report.py) reads them from the
 autograded notebooks.
 """
+import copy
+import difflib
 import os
 import re
 
 import nbformat
 from nbgrader import utils
-from nbgrader.api import Gradebook
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 from traitlets import Float, Integer
@@ -50,57 +51,55 @@ def _course(config):
 class RecoverMetadata(NbGraderPreprocessor):
     """Give back nbgrader metadata stripped from a submission (some editors and tools drop it), matched by content.
 
-    Locked cells match on their exact released text; answer cells on their first line up to the name they define
-    (`def softmax(`, `lookup_on_miss =`), else by position before the locked cell that follows them.
+    The submission is aligned cell by cell with the released notebook (difflib over cell type and text): cells the
+    student did not change line up exactly, and the answer cells between them line up by place, or by the name
+    they define (`def softmax(`) when the student added or removed cells around them.
     """
 
     def preprocess(self, nb, resources):
         nbg = resources["nbgrader"]
-        with Gradebook(nbg["db_url"]) as gb:
-            source_cells = [dict(name=c.name, cell_type=c.cell_type, locked=c.locked, source=c.source,
-                                 checksum=c.checksum)
-                            for c in gb.find_notebook(nbg["notebook"], nbg["assignment"]).source_cells]
-            graded = {c.name: c.max_score for c in gb.find_notebook(nbg["notebook"], nbg["assignment"]).grade_cells}
-            solutions = {c.name for c in gb.find_notebook(nbg["notebook"], nbg["assignment"]).solution_cells}
-        present = {_grade_id(c) for c in nb.cells if _grade_id(c)}
-        missing = [c for c in source_cells if c["name"] not in present]
+        course = _course(self.config)
+        release = nbformat.read(os.path.join(course.format_path(course.release_directory, ".", nbg["assignment"]),
+                                             f"{nbg['notebook']}.ipynb"), as_version=4)
+        wanted = {_grade_id(c) for c in release.cells if _grade_id(c)}
+        missing = wanted - {_grade_id(c) for c in nb.cells if _grade_id(c)}
         if not missing:
             return nb, resources
-        free = [i for i, c in enumerate(nb.cells) if not _grade_id(c)]
-        matched = {}
-        for source in missing:  # locked cells first: exact text
-            if source["locked"] and source["name"] not in solutions:
-                text = release_source(source["source"])
-                for i in free:
-                    if i not in matched.values() and nb.cells[i].cell_type == source["cell_type"] \
-                            and release_source(nb.cells[i].source) == text:
-                        matched[source["name"]] = i
-                        break
-        for source in missing:  # then answers: the name they define, or the place they stand
-            if source["name"] not in solutions or source["name"] in matched:
-                continue
-            head = _defining_head(source["source"])
-            candidates = [i for i in free if i not in matched.values() and nb.cells[i].cell_type == source["cell_type"]]
-            found = [i for i in candidates if head and _defining_head(nb.cells[i].source) == head]
-            if not found:
-                after = _locked_after(source["name"], source_cells, matched)
-                found = [i for i in candidates if after is not None and i == after - 1]
-            if found:
-                matched[source["name"]] = found[0]
-        for source in missing:
-            if source["name"] not in matched:
-                continue
-            cell = nb.cells[matched[source["name"]]]
-            cell.metadata["nbgrader"] = {
-                "grade_id": source["name"], "grade": source["name"] in graded, "solution": source["name"] in solutions,
-                "locked": bool(source["locked"]), "schema_version": 3,
-                **({"points": graded[source["name"]]} if source["name"] in graded else {})}
+        matched = match_stripped_cells(nb, release)
         if matched:
             add_anomaly(nb, "metadata stripped", f"restored nbgrader metadata of {len(matched)} cells by content")
-        lost = [s["name"] for s in missing if s["name"] not in matched and s["name"] in solutions]
+        lost = sorted(name for name in missing - set(matched)
+                      if release.cells[[_grade_id(c) for c in release.cells].index(name)].metadata["nbgrader"].get("solution"))
         if lost:
             add_anomaly(nb, "answer cell missing", ", ".join(lost))
         return nb, resources
+
+
+def match_stripped_cells(nb, release):
+    """Copy the released cells' nbgrader metadata onto the submitted cells that lost it; {grade_id: index}."""
+    def key(cell):
+        return cell.cell_type, release_source(cell.source).strip()
+
+    present = {_grade_id(c) for c in nb.cells if _grade_id(c)}
+    pairs = []
+    aligner = difflib.SequenceMatcher(a=[key(c) for c in release.cells], b=[key(c) for c in nb.cells], autojunk=False)
+    for tag, i1, i2, j1, j2 in aligner.get_opcodes():
+        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+            pairs += list(zip(range(i1, i2), range(j1, j2)))
+        elif tag == "replace":  # cells added or removed around an answer: go by the name it defines
+            for i in range(i1, i2):
+                head = _defining_head(release.cells[i].source)
+                same = [j for j in range(j1, j2) if head and _defining_head(nb.cells[j].source) == head
+                        and nb.cells[j].cell_type == release.cells[i].cell_type]
+                if same:
+                    pairs.append((i, same[0]))
+    matched = {}
+    for i, j in pairs:
+        name = _grade_id(release.cells[i])
+        if name and name not in present and not _grade_id(nb.cells[j]) and nb.cells[j].cell_type == release.cells[i].cell_type:
+            nb.cells[j].metadata["nbgrader"] = copy.deepcopy(release.cells[i].metadata["nbgrader"])
+            matched[name] = j
+    return matched
 
 
 def _grade_id(cell):
@@ -112,14 +111,6 @@ def _defining_head(source):
         match = re.match(r"\s*(def\s+\w+\s*\(|class\s+\w+|\w+\s*=(?!=))", line)
         if match:
             return re.sub(r"\s+", "", match.group(1))
-    return None
-
-
-def _locked_after(name, source_cells, matched):
-    names = [c["name"] for c in source_cells]
-    for later in names[names.index(name) + 1:]:
-        if later in matched:
-            return matched[later]
     return None
 
 

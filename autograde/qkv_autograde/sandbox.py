@@ -103,7 +103,7 @@ class Sandbox:
                   f"--cpu={self.limits.cpu_seconds}:{self.limits.cpu_seconds + 10}", "--"]
         if self.mode == "rlimits":
             self._prepare_fallback_home()
-            return limits + ["env", "-i"] + [f"{k}={v}" for k, v in env.items()] + argv
+            return limits + ["env", "-i", f"--chdir={self.fallback_home}"] + [f"{k}={v}" for k, v in env.items()] + argv
         return limits + self._bwrap(env) + ["--"] + argv
 
     def _bwrap(self, env):

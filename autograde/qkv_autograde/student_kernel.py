@@ -277,8 +277,14 @@ class RemoteFunction:
     def __repr__(self):
         return f"<your function {self.__name__}>"
 
+    measure_memory = False  # set by qkv.checking.call_with_peak_memory around one call
+
     def __call__(self, *args, **kwargs):
-        return self.call(args, kwargs)
+        return self.call(args, kwargs, measure=self.measure_memory)
+
+    @property
+    def peak_memory_of_last_call(self):
+        return self.last_call.get("peak_bytes")
 
     def call(self, args, kwargs, measure=False):
         """The call, optionally with the kernel's peak traced memory during it (in self.last_call)."""

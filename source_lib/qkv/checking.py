@@ -228,6 +228,13 @@ def call_with_peak_memory(fn, *args, **kwargs):
         finally:
             fn.measure_memory = False
         return result, fn.peak_memory_of_last_call
+    if hasattr(fn, "peak_memory_of_last_call"):  # a student's function in a sandboxed kernel: measured there
+        fn.measure_memory = True
+        try:
+            result = call(fn, *args, **kwargs)
+        finally:
+            fn.measure_memory = False
+        return result, fn.peak_memory_of_last_call
     import tracemalloc
     was_tracing = tracemalloc.is_tracing()
     if not was_tracing:

@@ -1,0 +1,287 @@
+"""The grader's pieces, each alone: the wire codec, the kernel's view of qkv, staging, metadata recovery,
+test cells run in the grader, and the sandbox's walls."""
+import functools
+import json
+import os
+import subprocess
+import sys
+import types
+
+import nbformat
+import numpy as np
+import pytest
+
+from lessons import ROOT, solved_release
+from qkv import heads, wire
+from qkv.checking import Hint
+
+sys.path.insert(0, str(ROOT / "autograde"))
+from qkv_autograde import kernel_view, preprocessors, sandbox, student_kernel, submissions, verdicts  # noqa: E402
+
+
+# ---------------------------------------------------------------- qkv.wire
+
+@pytest.mark.parametrize("value", [
+    None, True, 3, -2.5, float("nan"), float("inf"), "text", [1, [2.0, "x"]], (1, (2, 3)), {"a": 1, 2: (3,)},
+    np.arange(6, dtype=np.float32).reshape(2, 3), np.array([True, False]), np.float32(1.5), np.int64(7),
+    np.zeros((0, 4)), types.SimpleNamespace(d_model=8, n_heads=2),
+])
+def test_wire_round_trips_plain_data_with_types_intact(value):
+    back = wire.decode(wire.encode(value))
+    assert type(back) is type(value)
+    if isinstance(value, np.ndarray):
+        assert back.dtype == value.dtype and back.shape == value.shape and np.array_equal(back, value)
+    elif isinstance(value, float) and np.isnan(value):
+        assert np.isnan(back)
+    elif isinstance(value, types.SimpleNamespace):
+        assert vars(back) == vars(value)
+    else:
+        assert back == value
+
+
+def test_wire_carries_qkv_functions_partials_and_value_types_by_name():
+    assert wire.decode(wire.encode(heads.split_heads)) is heads.split_heads
+    partial = wire.decode(wire.encode(functools.partial(heads.split_heads, n_heads=2)))
+    assert partial.func is heads.split_heads and partial.keywords == {"n_heads": 2}
+    shape = heads.GPT2_SMALL
+    assert wire.decode(wire.encode(shape)) == shape
+
+
+def test_wire_refuses_what_is_not_plain_data():
+    with pytest.raises(wire.WireError):
+        wire.encode(lambda x: x)
+    with pytest.raises(wire.WireError):
+        wire.encode(np.array([object()]))
+    bad = json.dumps({"__array__": {"dtype": "|O", "shape": [1], "data": ""}})
+    with pytest.raises(wire.WireError):
+        wire.decode(bad)
+    with pytest.raises(wire.WireError):
+        wire.decode(json.dumps({"__function__": "os:system"}))
+
+
+def test_wire_names_anything_else_as_a_handle_in_the_kernel():
+    kept = []
+    plain = json.loads(wire.encode([object(), print], keep=lambda obj: kept.append(obj) or f"h{len(kept)}"))
+    assert [p["__handle__"] for p in plain] == ["h1", "h2"] and plain[1]["callable"]
+
+
+# ---------------------------------------------------------------- the kernel's view of qkv
+
+def test_kernel_view_withholds_the_lessons_references_and_empties_the_checks(tmp_path):
+    view = kernel_view.build("01-lookup", str(tmp_path / "qkv"))
+    attention = (tmp_path / "qkv" / "attention.py").read_text()
+    assert "WithheldDuringGrading" in attention and "np.exp" not in attention.split("def softmax")[1].split("def ")[0]
+    assert "def dot_scores" in attention and "WithheldDuringGrading" not in attention.split("def dot_scores")[1].split("\ndef ")[0]
+    assert "GRADED" not in (tmp_path / "qkv" / "checks" / "lesson01.py").read_text()
+    assert not list((tmp_path / "qkv").rglob("*.pyc"))
+    probe = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import qkv.attention as a;"
+                            "import numpy as np; print(a.dot_scores(np.eye(2), np.eye(2)).sum());"
+                            "a.softmax(np.zeros(2))", str(tmp_path)], capture_output=True, text=True,
+                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, cwd=tmp_path)
+    assert probe.stdout.strip() == "2.0" and "withheld while this lesson is graded" in probe.stderr, probe.stderr
+    assert view.endswith("qkv")
+
+
+# ---------------------------------------------------------------- staging what students handed in
+
+def _release_folder():
+    return str(ROOT / "notebooks" / "01-lookup")
+
+
+def test_staging_grades_renamed_files_refuses_dot_ids_and_reads_nothing_else(tmp_path):
+    submitted = tmp_path / "submitted"
+    cases = {"alice": "01-lookup.ipynb", "bob": "01-lookup-Copy1.ipynb", "carol": "Untitled.ipynb",
+             "dan": "my work.ipynb", ".eve": "01-lookup.ipynb"}
+    for student, name in cases.items():
+        folder = submitted / student / "01-lookup"
+        folder.mkdir(parents=True)
+        nbformat.write(solved_release("01-lookup"), folder / name)
+    (submitted / "frank" / "01-lookup").mkdir(parents=True)
+    (submitted / "frank" / "01-lookup" / "01-lookup.ipynb").write_text("{not json")
+    before = {p: p.read_bytes() for p in submitted.rglob("*") if p.is_file()}
+    staged = {s.student: s for s in submissions.stage(str(tmp_path), "submitted", "01-lookup", ["01-lookup"],
+                                                      _release_folder())}
+    assert {p: p.read_bytes() for p in submitted.rglob("*") if p.is_file()} == before
+    assert staged["alice"].anomalies == []
+    for student in ("bob", "carol", "dan"):
+        assert [a["name"] for a in staged[student].anomalies] == ["renamed file"]
+        assert (tmp_path / ".staged" / student / "01-lookup" / "01-lookup.ipynb").exists()
+    assert staged[".eve"].refused and "dot" in staged[".eve"].anomalies[0]["detail"]
+    assert [a["name"] for a in staged["frank"].anomalies] == ["corrupt file"]
+    frank = nbformat.read(tmp_path / ".staged" / "frank" / "01-lookup" / "01-lookup.ipynb", as_version=4)
+    assert "could not read the notebook" in frank.cells[0].source
+
+
+# ---------------------------------------------------------------- test cells, run in the grader
+
+class FakeKernel:
+    """Stands in for StudentKernel: the 'notebook' is a dict of the student's globals."""
+
+    def __init__(self, names):
+        self.names, self.events = names, []
+
+    def get(self, name):
+        if name not in self.names:
+            raise KeyError(name)
+        return self.names[name]
+
+
+def _test_cell(source, grade_id="test_softmax"):
+    return nbformat.v4.new_code_cell(source, metadata={"nbgrader": {"grade_id": grade_id, "grade": True}})
+
+
+def _namespace():
+    return verdicts.grader_namespace(nbformat.read(ROOT / "solutions" / "01-lookup" / "01-lookup.ipynb", as_version=4))
+
+
+def test_a_test_cell_uses_the_graders_check_and_the_students_function():
+    namespace = _namespace()
+    good = lambda x, axis=-1: np.exp(x - np.max(x, axis, keepdims=True)) / np.exp(x - np.max(x, axis, keepdims=True)).sum(axis, keepdims=True)  # noqa: E731
+    cell = _test_cell("check.softmax(softmax)")
+    # the student's own `check` (a no-op) is ignored: `check` is the grader's import
+    assert verdicts.run_test_cell(cell, FakeKernel({"softmax": good, "check": lambda f: None}), namespace)
+    assert not [o for o in cell.outputs if o.output_type == "error"]
+    blank = _test_cell("check.softmax(softmax)")
+    assert not verdicts.run_test_cell(blank, FakeKernel({"softmax": lambda x, axis=-1: x, "check": None}), namespace)
+    assert blank.outputs[-1].ename == "Hint"
+    missing = _test_cell("check.softmax(softmax)")
+    assert not verdicts.run_test_cell(missing, FakeKernel({}), namespace)
+    assert "not defined in your notebook" in missing.outputs[-1].evalue
+
+
+def test_a_warning_in_a_passing_test_is_not_a_failure():
+    def noisy(x, axis=-1):
+        print("debugging", file=sys.stderr)
+        x = np.asarray(x, dtype=float)
+        e = np.exp(x - x.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+    cell = _test_cell("check.softmax(softmax)")
+    assert verdicts.run_test_cell(cell, FakeKernel({"softmax": noisy}), _namespace())
+    assert all(o.output_type == "stream" and o.name == "stdout" for o in cell.outputs)
+
+
+# ---------------------------------------------------------------- exceptions crossing back
+
+def test_a_students_exception_keeps_its_type_message_and_line():
+    error = student_kernel.student_exception({"type": "ValueError", "message": "bad axis", "builtin": True,
+                                              "where": " (in your code, line 3: `x.sum(2)`)"})
+    assert type(error) is ValueError and str(error) == "bad axis"
+    custom = student_kernel.student_exception({"type": "MyError", "message": "m", "builtin": False, "where": ""})
+    assert type(custom).__name__ == "MyError" and isinstance(custom, Exception)
+    exit_error = student_kernel.student_exception({"type": "SystemExit", "message": "0", "builtin": True})
+    assert isinstance(exit_error, Exception)  # a student's sys.exit() is a failed call, not the grader's exit
+    from qkv.checking import _where
+    assert _where(error) == " (in your code, line 3: `x.sum(2)`)"
+
+
+# ---------------------------------------------------------------- metadata stripped by an editor
+
+def test_stripped_metadata_is_recovered_by_content():
+    nb = solved_release("01-lookup")
+    original = {c.metadata["nbgrader"]["grade_id"]: i for i, c in enumerate(nb.cells) if "nbgrader" in c.metadata}
+    for cell in nb.cells:
+        cell.metadata = {}
+    release = nbformat.read(ROOT / "notebooks" / "01-lookup" / "01-lookup.ipynb", as_version=4)
+    nb.cells.insert(3, nbformat.v4.new_code_cell("# a scratch cell the student added"))
+    original = {name: i + (i >= 3) for name, i in original.items()}
+    matched = preprocessors.match_stripped_cells(nb, release)
+    assert matched == original
+
+
+# ---------------------------------------------------------------- the walls
+
+@pytest.mark.skipif(not sandbox.bwrap_works(), reason="bubblewrap is not usable on this machine")
+def test_the_sandbox_hides_the_course_and_the_network_and_caps_memory(tmp_path):
+    view = kernel_view.build("01-lookup", str(tmp_path / "view" / "qkv"))
+    walls = sandbox.Sandbox((kernel_view.LIBRARY, view), limits=sandbox.Limits(memory_bytes=1 << 30))
+    script = ("import os, socket, sys\n"
+              f"print(os.path.exists({str(ROOT / 'autograde')!r}), os.path.exists({str(ROOT / 'solutions')!r}),"
+              "os.path.exists('/etc/shadow'), os.getcwd())\n"
+              "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\nexcept OSError as e:\n    print('net-blocked')\n"
+              "try:\n    bytearray(2 << 30)\nexcept MemoryError:\n    print('memory-capped')\n")
+    try:
+        out = subprocess.run(walls.wrap([sys.executable, "-c", script]), capture_output=True, text=True, timeout=60)
+    finally:
+        walls.cleanup()
+    assert out.stdout.split() == ["False", "False", "False", "/home/student", "net-blocked", "memory-capped"], out.stderr
+
+
+def test_without_namespaces_the_isolation_is_reported_partial(monkeypatch):
+    monkeypatch.setenv("QKV_SANDBOX_FORCE_PARTIAL", "1")
+    assert sandbox.isolation() == "rlimits"
+    walls = sandbox.Sandbox(("/nonexistent", "/nonexistent"))
+    try:
+        command = walls.wrap(["python", "-c", "pass"])
+    finally:
+        walls.cleanup()
+    assert command[0] == "prlimit" and "bwrap" not in command and "env" in command
+    assert "partial" in sandbox.PARTIAL_ISOLATION
+
+
+def test_partial_isolation_is_named_and_grading_still_exact(tmp_path):
+    """Where namespaces are not permitted (forced here): a loud warning, the anomaly in the report, same grade."""
+    import csv
+    import shutil
+    course = tmp_path / "qkv"
+    for folder in ("autograde", "solutions", "notebooks"):
+        shutil.copytree(ROOT / folder, course / folder, ignore=shutil.ignore_patterns(
+            "gradebook.db", "submitted", "autograded", "feedback", "__pycache__", "*.csv", "*.html", ".staged"))
+    instructor = course / "autograde"
+    folder = instructor / "submitted" / "alice" / "01-lookup"
+    folder.mkdir(parents=True)
+    nbformat.write(solved_release("01-lookup"), folder / "01-lookup.ipynb")
+    bin_dir = os.path.dirname(sys.executable)
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", QKV_SANDBOX_FORCE_PARTIAL="1")
+    for args in (["generate_assignment", "01-lookup", "--force"], ["autograde", "01-lookup"]):
+        result = subprocess.run([os.path.join(bin_dir, "nbgrader"), *args], cwd=instructor, env=env,
+                                capture_output=True, text=True, timeout=900)
+        assert result.returncode == 0, result.stderr[-3000:]
+    assert "isolation partial" in result.stderr
+    (row,) = csv.DictReader((instructor / "anomalies-01-lookup.csv").open())
+    assert row["anomalies"] == "isolation partial" and float(row["score"]) == 13.0
+
+
+# ---------------------------------------------------------------- what the kernel must not have
+
+REFERENCE_FILES = {str(ROOT / "source_lib" / "qkv" / f"{m}.py"): m for m in
+                   ("attention", "lookup", "scaling", "masking", "heads", "sinks", "cost")}
+
+
+def _references_compared_with(lesson):
+    """qkv reference functions the lesson's checks compare answers with: called by check_against itself, or by a
+    helper of the checks that check_against calls."""
+    from lessons import read, student
+    namespace = student(lesson)
+    used = set()
+
+    def profile(frame, event, arg):
+        if event != "call" or frame.f_code.co_filename not in REFERENCE_FILES:
+            return
+        caller = frame.f_back
+        for _ in range(2):  # check_against -> reference, or check_against -> a check's lambda -> reference
+            if caller is None:
+                return
+            if caller.f_code.co_name == "check_against":
+                used.add(f"qkv.{REFERENCE_FILES[frame.f_code.co_filename]}.{frame.f_code.co_name}")
+                return
+            if REFERENCE_FILES.get(caller.f_code.co_filename):
+                return
+            caller = caller.f_back
+
+    for cell in read(lesson).cells:
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade") \
+                and not cell.metadata["nbgrader"].get("solution"):
+            sys.setprofile(profile)
+            try:
+                exec(cell.source, namespace)
+            finally:
+                sys.setprofile(None)
+    return used
+
+
+@pytest.mark.parametrize("lesson", [l for l in __import__("lessons").LESSONS])
+def test_every_reference_a_lesson_compares_with_is_withheld_from_its_kernel(lesson):
+    withheld = set(kernel_view.graded_references(lesson))
+    compared = _references_compared_with(lesson)
+    assert compared, "the profile saw no comparison: the test is not looking at the right frames"
+    assert compared <= withheld, f"{lesson}: compared with but not withheld: {sorted(compared - withheld)}"
