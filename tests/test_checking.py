@@ -204,3 +204,35 @@ def test_grader_modules_cannot_be_replaced_by_assignment():
             setattr(module, name, lambda *a, **k: None)
         with pytest.raises(AttributeError, match="belongs to the grader"):
             delattr(module, name)
+
+
+def test_keepdims_advice_when_a_reduction_bound_earlier_meets_its_input():
+    def softmax(x):
+        top = np.max(x, axis=1)
+        e = np.exp(x - top)
+        return e / e.sum(axis=1, keepdims=True)
+    assert "keepdims=True keeps it" in hint_for(softmax)
+
+
+def test_no_keepdims_advice_for_a_broadcast_error_without_a_reduction():
+    def softmax(x):
+        e = np.exp(x)
+        return e / np.ones((3, 2))  # a wrong shape, but nothing was reduced
+    message = hint_for(softmax)
+    assert "could not be broadcast" in message and "keepdims" not in message
+
+
+def test_no_keepdims_advice_when_the_reduction_meets_something_else():
+    def softmax(x):
+        total = np.sum(np.exp(x), axis=1)
+        return np.ones((3, 3)) / total  # the reduction is not broadcast against its own input
+    assert "keepdims" not in hint_for(softmax)
+
+
+def test_keepdims_advice_also_from_the_line_a_remote_kernel_reports():
+    from qkv.checking import _likely_cause
+    error = ValueError("operands could not be broadcast together with shapes (2,3) (2,)")
+    error.where_in_student_code = " (in your code, line 3: `return e / e.sum(axis=-1)`)"
+    assert "keepdims" in _likely_cause(error)
+    error.where_in_student_code = " (in your code, line 3: `return e / mask`)"
+    assert _likely_cause(error) == ""

@@ -14,6 +14,7 @@ import importlib
 import itertools
 import linecache
 import os
+import re
 import sys
 import threading
 import traceback
@@ -198,10 +199,86 @@ def call(fn, *args, name=None, allowed=(), **kwargs):
 
 
 def _likely_cause(error):
+    """The keepdims advice, only when the failing line broadcasts a reduction over an axis (without
+    keepdims) against that reduction's own input: `x - x.max(axis=1)`, or `x - m` after `m = x.max(axis=1)`."""
     if isinstance(error, ValueError) and "could not be broadcast" in str(error):
-        return (". A sum or max over an axis drops that axis; keepdims=True keeps it so the result "
-                "broadcasts back against the input")
+        line, earlier = _failing_source(error)
+        if line and _reduction_against_its_input(line, earlier):
+            return (". A sum or max over an axis drops that axis; keepdims=True keeps it so the result "
+                    "broadcasts back against the input")
     return ""
+
+
+_REDUCTIONS = {"sum", "max", "min", "mean", "amax", "amin", "std", "var", "prod", "nansum", "nanmax", "nanmin",
+               "nanmean", "logsumexp", "median", "average"}
+
+
+def _failing_source(error):
+    """(the student's failing line, the lines of their code before it) as text, or ("", [])."""
+    where = getattr(error, "where_in_student_code", None)
+    if where is not None:  # raised in the student's kernel: only the line travelled with it
+        found = re.search(r"`(.*)`\)?\s*$", where)
+        return (found.group(1) if found else ""), []
+    own = [frame for frame in traceback.extract_tb(error.__traceback__)
+           if not frame.filename.startswith(_PACKAGE_DIR) and "site-packages" not in frame.filename]
+    if not own:
+        return "", []
+    frame = own[-1]
+    line = frame.line or linecache.getline(frame.filename, frame.lineno)
+    return line, linecache.getlines(frame.filename)[max(0, frame.lineno - 31):frame.lineno - 1]
+
+
+def _parsed(line):
+    text = line.strip()
+    for candidate in (text, text.rstrip(":") + ": pass" if text.endswith(":") else None):
+        if candidate:
+            try:
+                return ast.parse(candidate)
+            except SyntaxError:
+                continue
+    return None
+
+
+def _reduced_input(node, bound):
+    """The source of what `node` reduces over an axis without keepdims=True, or None."""
+    if isinstance(node, ast.Name):
+        return bound.get(node.id)
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _REDUCTIONS):
+        return None
+    keywords = {k.arg: k.value for k in node.keywords}
+    keepdims = keywords.get("keepdims")
+    if isinstance(keepdims, ast.Constant) and keepdims.value is True:
+        return None
+    is_function = isinstance(node.func.value, ast.Name) and node.func.value.id in ("np", "numpy")
+    source = node.args[0] if is_function and node.args else (None if is_function else node.func.value)
+    has_axis = "axis" in keywords or len(node.args) > (1 if is_function else 0)
+    return ast.unparse(source) if source is not None and has_axis else None
+
+
+def _reduction_against_its_input(line, earlier):
+    bound = {}  # names holding a reduction without keepdims, from the lines before
+    for text in earlier:
+        tree = _parsed(text)
+        statement = tree.body[0] if tree and tree.body else None
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+            reduced = _reduced_input(statement.value, {})
+            if reduced:
+                bound[statement.targets[0].id] = reduced
+            else:
+                bound.pop(statement.targets[0].id, None)
+    tree = _parsed(line)
+    if tree is None:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp):
+            for side, other in ((node.left, node.right), (node.right, node.left)):
+                reduced = _reduced_input(side, bound)
+                if reduced:
+                    reduced_names = {n.id for n in ast.walk(ast.parse(reduced, mode="eval")) if isinstance(n, ast.Name)}
+                    other_names = {n.id for n in ast.walk(other) if isinstance(n, ast.Name)}
+                    if reduced in ast.unparse(other) or (reduced_names - {"np", "numpy"}) & other_names:
+                        return True
+    return False
 
 
 def _where(error):
@@ -221,13 +298,6 @@ def _where(error):
 def call_with_peak_memory(fn, *args, **kwargs):
     """(result, peak bytes): `call(fn, ...)` traced by tracemalloc, the peak counted from just before the call
     (so it includes the copies of the inputs that `call` hands over, and everything numpy allocates inside)."""
-    if hasattr(fn, "peak_memory_of_last_call"):  # a student's function in a sandboxed kernel: measured there
-        fn.measure_memory = True
-        try:
-            result = call(fn, *args, **kwargs)
-        finally:
-            fn.measure_memory = False
-        return result, fn.peak_memory_of_last_call
     if hasattr(fn, "peak_memory_of_last_call"):  # a student's function in a sandboxed kernel: measured there
         fn.measure_memory = True
         try:
