@@ -61,7 +61,8 @@ def contribution_norms(student_fn):
 
 def occlusion_effects(student_fn):
     rng = fresh_rng()
-    check = dict(name="occlusion_effects", diagnoses=visible.OCCLUSION_MISTAKES)
+    check = dict(name="occlusion_effects", diagnoses=visible.OCCLUSION_MISTAKES,
+                 confirm_with=visible.occlusion_confirmations(rng))
     for T in (int(rng.integers(4, 8)), 2, 6):
         vocab = int(rng.integers(8, 20))
         check_against(student_fn, ref.occlusion_effects,
@@ -150,6 +151,20 @@ ANSWERS = {
     # recomputes it from the model)
     "sink_peak_layer": (25, 0),
     "ablation_outcome": ("a", None),
+}
+
+
+# One line per self-check, shown in self-study mode (QKV_SELF_STUDY=1) once the student has answered.
+EXPLANATIONS = {
+    "weight_refutes": "The biggest weights go to tokens that carry nothing about the answer, so weight alone cannot "
+                      "show use; deleting a token and watching the answer can (c).",
+    "sink_explanation": "Every row must sum to 1, so a head with nothing to read parks its weight on a position all "
+                        "queries see and whose value adds little: the first token (b).",
+    "gpt2_uniform_share": "With no preference the last of 6 tokens spreads its weight evenly: 1/6, about 0.167, "
+                          "against GPT-2's measured 0.61.",
+    "sink_peak_layer": "np.argmax of the per-layer first-token shares of section 2: layer 25 on the seed sentence.",
+    "ablation_outcome": "Without the top induction heads the second copy is predicted almost as badly as random "
+                        "tokens, while random heads barely matter (a).",
 }
 
 

@@ -26,6 +26,8 @@ def _token_ids(ids, name="ids", min_length=1):
     array = np.asarray(ids)
     require(array.ndim == 1 and array.size >= min_length,
             f"{name} must be a 1-D sequence of at least {min_length} token ids; got shape {array.shape}")
+    if array.size == 0:  # np.asarray([]) is float64, but an empty sequence of ids is still ids
+        return array.astype(np.int64)
     require(array.dtype.kind in "iu", f"{name} must be whole numbers (token ids); got dtype {array.dtype}")
     return array.astype(np.int64)
 

@@ -117,9 +117,16 @@ OCCLUSION_MISTAKES = [
 ]
 
 
+def occlusion_confirmations(rng):
+    """Further inputs on which a diagnosed occlusion mistake must show too (the checker cannot move a
+    function or token ids a little by itself)."""
+    return [((toy_logprob(rng, 10, decay=0.8), np.array([4, 9, 1, 7, 2, 6])), {}),
+            ((sink_logprob(rng, 10), np.array([3, 8, 5, 0])), {})]
+
+
 def occlusion_effects(student_fn):
     rng = np.random.default_rng(62)
-    check = dict(name="occlusion_effects", diagnoses=OCCLUSION_MISTAKES)
+    check = dict(name="occlusion_effects", diagnoses=OCCLUSION_MISTAKES, confirm_with=occlusion_confirmations(rng))
     check_against(student_fn, ref.occlusion_effects, (toy_logprob(rng), np.array([3, 1, 4, 1, 5])), **check)
     check_against(student_fn, ref.occlusion_effects, (sink_logprob(rng), np.array([7, 2, 9])), **check)
     check_against(student_fn, ref.occlusion_effects, (toy_logprob(rng), [2, 11]), **check)
