@@ -81,7 +81,7 @@ def _is_reference_import(node):
 def _exec_copy(module_name, tree, label):
     """Run a (possibly mutated) reference module as a student's notebook would: names imported from other
     reference modules are bound to plain copies of them."""
-    namespace = {"__name__": "__main__"}
+    namespace = {"__name__": "__main__", **INJECTED}
     body = []
     for node in tree.body:
         if _is_reference_import(node):
@@ -131,9 +131,21 @@ SWAPPED_CALLS = {  # numpy functions and methods a slip turns into their sibling
     "triu": "tril", "repeat": "tile", "tile": "repeat", "var": "std", "std": "var", "exp": "log",
     "flatnonzero": "argmax", "outer": "multiply", "diag": "diagflat",
 }
-SWAPPED_FUNCTIONS = {  # qkv steps a student confuses with their neighbour
-    "scaled_scores": "dot_scores", "dot_scores": "scaled_scores", "masked_softmax": "softmax",
+SWAPPED_FUNCTIONS = {  # qkv steps a student confuses with their neighbour, or replaces by a hard choice
+    "scaled_scores": ("dot_scores",), "dot_scores": ("scaled_scores",), "masked_softmax": ("softmax", "_hardmax"),
+    "softmax": ("_hardmax",),
 }
+
+
+def _hardmax(x, *args, axis=-1):
+    """A 'softmax' that puts all the weight on the largest score (what a very low temperature looks like)."""
+    if args and isinstance(args[-1], int):
+        axis = args[-1]
+    x = np.asarray(x, dtype=float)
+    return (x == np.max(x, axis=axis, keepdims=True)).astype(float)
+
+
+INJECTED = {"_hardmax": _hardmax}  # helpers a mutant may call, put in its namespace
 SWAPPED_FIELDS = {"n_kv_heads": "n_heads", "n_heads": "n_kv_heads", "n_layers": "n_kv_heads"}
 SWAPPED_COMPARE = {ast.Lt: [ast.LtE, ast.Gt], ast.LtE: [ast.Lt, ast.GtE], ast.Gt: [ast.GtE, ast.Lt],
                    ast.GtE: [ast.Gt, ast.LtE], ast.Eq: [ast.NotEq], ast.NotEq: [ast.Eq]}
@@ -214,7 +226,11 @@ def _sites(function):
         elif isinstance(node, ast.Attribute):
             if node.attr == "T":
                 yield node, (lambda n=node: n.value), f"line {line}: dropped .T in {_name(node)}"
-            elif node.attr in SWAPPED_FIELDS:
+            elif node.attr == "d_head" and isinstance(node.ctx, ast.Load):  # derived from fields the contract lacks
+                yield node, (lambda n=node: ast.BinOp(ast.Attribute(n.value, "d_model", ast.Load()), ast.FloorDiv(),
+                                                      ast.Attribute(n.value, "n_heads", ast.Load()))), \
+                    f"line {line}: .d_head -> .d_model // .n_heads"
+            if node.attr in SWAPPED_FIELDS:
                 yield node, (lambda n=node: ast.Attribute(n.value, SWAPPED_FIELDS[n.attr], n.ctx)), \
                     f"line {line}: .{node.attr} -> .{SWAPPED_FIELDS[node.attr]}"
             elif node.attr in SWAPPED_CALLS:
@@ -255,9 +271,9 @@ def _call_sites(node, line):
         yield node, (lambda n=node: ast.Call(n.func, [n.args[0], n.args[2], n.args[1]], n.keywords)), \
             f"line {line}: branches swapped in {_name(node)}"
     if isinstance(node.func, ast.Name) and node.func.id in SWAPPED_FUNCTIONS:
-        other = SWAPPED_FUNCTIONS[node.func.id]
-        yield node, (lambda n=node, o=other: ast.Call(ast.Name(o, ast.Load()), n.args, n.keywords)), \
-            f"line {line}: {node.func.id} -> {other}"
+        for other in SWAPPED_FUNCTIONS[node.func.id]:
+            yield node, (lambda n=node, o=other: ast.Call(ast.Name(o, ast.Load()), n.args, n.keywords)), \
+                f"line {line}: {node.func.id} -> {other}"
     if isinstance(node.func, ast.Name) and node.func.id == "range" and len(node.args) == 1:
         n = node.args[0]
         yield node, (lambda c=node, n=n: ast.Call(c.func, [_shifted(n, -1)], [])), f"line {line}: range({_name(n)}) -> range({_name(n)} - 1)"

@@ -1,11 +1,13 @@
-"""Hidden tests for lesson 02: fresh random inputs, mostly non-square (n_q != n_k, d_k != d_v) so that
-transposes and wrong axes cannot hide, plus float32, lists of lists, large scores and a single key."""
+"""Hidden tests for lesson 02, designed from each function's contract: fresh random inputs, mostly non-square
+(n_q != n_k, d_k != d_v, and one draw where every size differs) so that transposes and wrong axes cannot hide,
+plus float32, lists of lists, integer inputs, a single key, scores far beyond exp's range, a near tie between
+two large scores and tiny scores (near-uniform weights)."""
 import numpy as np
 
 from qkv import attention as ref
 from qkv.checks import lesson02 as visible
 from qkv.checking import check_against, seal
-from qkv_grading import expect_answer, fresh_rng
+from qkv_grading import distinct_sizes, expect_answer, fresh_rng
 
 # withheld from the student's kernel while this lesson is graded: each computes a graded answer (softmax is a
 # tool handed out by the lesson)
@@ -28,8 +30,20 @@ def _large_scores(rng):
     return Q, K
 
 
+def _near_tie(rng):
+    """Two keys whose scaled scores with the query are both near 1000 and differ by 0.5: the weights are
+    0.62 / 0.38, not one-hot, so an argmax (or a float32 rounding of the big scores' difference) shows."""
+    query = np.zeros((1, 4))
+    query[0, 0] = 10.0
+    keys = np.array([[200.0, 1.0, 0.0, 0.0], [199.9, 0.0, 5.0, 0.0], [0.0, 0.0, 0.0, 9.0]])
+    return query, keys
+
+
 def _query_key_cases(rng, large=False):
+    n_q, n_k, d_k = distinct_sizes(rng, 3)
     cases = [(rng.normal(size=(n_q, d_k)), rng.normal(size=(n_k, d_k))) for n_q, n_k, d_k, _ in SHAPES]
+    cases.append((rng.normal(size=(n_q, d_k)), rng.normal(size=(n_k, d_k))))  # drawn: all three sizes differ
+    cases.append((rng.normal(size=(n_k, d_k)) * 1e-3, rng.normal(size=(n_q, d_k))))  # tiny scores: near-uniform weights
     Q, K = rng.normal(size=(2, 3)), rng.normal(size=(5, 3))
     cases += [
         (Q.astype(np.float32), K.astype(np.float32)),
@@ -38,7 +52,7 @@ def _query_key_cases(rng, large=False):
         (rng.normal(size=(3, 4)), rng.normal(size=(1, 4))),  # a single key
     ]
     # after the softmax only: raw scores this large carry float32 rounding errors above the tolerance
-    return cases + [_large_scores(rng)] if large else cases
+    return cases + [_large_scores(rng), _near_tie(rng)] if large else cases
 
 
 def _attention_cases(rng):
@@ -84,7 +98,7 @@ def attention(student_attention):
 def _projection_cases(rng):
     # (T, d_model, d_k, d_v); the first is square so that X @ W.T has the right shape and is diagnosed
     cases = []
-    for T, d_model, d_k, d_v in [(4, 4, 4, 4), (5, 6, 4, 3), (2, 8, 8, 2), (1, 5, 3, 4)]:
+    for T, d_model, d_k, d_v in [(4, 4, 4, 4), (5, 6, 4, 3), (2, 8, 8, 2), (1, 5, 3, 4), distinct_sizes(rng, 4, 2, 10)]:
         cases.append((rng.normal(size=(T, d_model)), rng.normal(size=(d_model, d_k)),
                       rng.normal(size=(d_model, d_k)), rng.normal(size=(d_model, d_v))))
     X, W_Q, W_K, W_V = rng.normal(size=(3, 5)), *(rng.normal(size=(5, d)) for d in (2, 2, 3))

@@ -4,7 +4,7 @@ import numpy as np
 from qkv import attention as ref, scaling
 from qkv.checks import lesson03 as visible
 from qkv.checking import check_against, seal
-from qkv_grading import expect_answer, fresh_rng
+from qkv_grading import distinct_sizes, expect_answer, fresh_rng
 
 # withheld from the student's kernel while this lesson is graded: each computes a graded answer (numerical_jacobian
 # gives query_jacobian's answer to within the tolerance, random_attention_weights the scaled softmax)
@@ -51,6 +51,8 @@ def entropy(student_fn):
         np.full(8, 1 / 8),
         np.eye(4)[[2, 0, 3]],  # one-hot rows: entropy exactly 0
         ref.softmax(rng.normal(size=(3, 16)) * 30),  # saturated rows with weights that underflow to 0
+        np.array([[1.0 - 2e-12, 1e-12, 1e-12], [1e-300, 0.5, 0.5 - 1e-300], [0.2, 0.3, 0.5]]),  # magnitude extremes
+        _random_weights(rng, tuple(distinct_sizes(rng, 3))),  # every dimension different
     ]
     for weights in cases:
         visible.check_entropy(student_fn, weights)
@@ -65,13 +67,16 @@ def softmax_jacobian(student_fn):
     check = dict(name="softmax_jacobian", diagnoses=visible.SOFTMAX_JACOBIAN_MISTAKES, allowed=visible.TOOLS,
                  extra_checks=[visible._rows_sum_to_zero])
     cases = [rng.normal(size=5), rng.normal(size=2) * 3, rng.normal(size=9).astype(np.float32),
-             np.array([4.0]), np.array([1.0, 1.0, 1.0, 1.0]), (rng.normal(size=6) * 2).tolist()]
+             np.array([4.0]), np.array([1.0, 1.0, 1.0, 1.0]), (rng.normal(size=6) * 2).tolist(),
+             np.array([0.0, 3.0, 2.5, -1.0]) * 1e-4]  # tiny scores: nearly uniform weights
     for scores in cases:
         # the truth is the finite-difference Jacobian of softmax, not a formula
         check_against(student_fn, _finite_difference_softmax_jacobian, (scores,), **check)
     check_against(student_fn, scaling.softmax_jacobian, (np.array([10.0, 20.0, 30.0]),),
                   # tiny entries judged relatively; 1 - s cancels, so float32 work is only good to ~1e-3
                   atol=1e-9, rtol=5e-3, **check)
+    # scores spanning 800 with a near tie between the two largest: a softmax without its max overflows
+    check_against(student_fn, scaling.softmax_jacobian, (np.array([0.0, 800.0, 799.5, -5.0]),), **check)
 
 
 def _finite_difference_query_jacobian(q, K):
@@ -83,7 +88,7 @@ def _finite_difference_query_jacobian(q, K):
 def query_jacobian(student_fn):
     rng = fresh_rng()
     # square K (n_k = d_k) too: there a transposed Jacobian has the right shape and only its values give it away
-    for n_k, d_k in [(5, 3), (3, 8), (4, 4), (6, 6), (1, 3)]:
+    for n_k, d_k in [(5, 3), (3, 8), (4, 4), (6, 6), (1, 3), tuple(distinct_sizes(rng, 2))]:
         q, K = rng.normal(size=d_k), rng.normal(size=(n_k, d_k))
         visible.check_query_jacobian(student_fn, _finite_difference_query_jacobian, q, K)
     q, K = rng.normal(size=6).astype(np.float32), rng.normal(size=(4, 6)).astype(np.float32)
