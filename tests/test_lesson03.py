@@ -525,3 +525,30 @@ def test_widget_builds_and_draws_with_the_students_functions():
     box = widgets.scaling_explorer(scale, ns["entropy"], n_keys=5, max_d_k=256)
     box.children[0].value = 256
     assert 256 in calls
+
+
+# ---------------------------------------------------------------- issue 8, item 3: a named diagnosis is certain
+
+def test_a_fixed_seed_of_its_own_is_named_only_when_certain():
+    fixed = mutant(LESSON, "dot_product_variance", MUTANTS["dot_product_variance"]["ignores the generator: a fixed seed of its own"])
+    assert "fixed seed of your own" in assert_rejected(visible.dot_product_variance, fixed)
+    # the same seed-blindness, but a constant: no claim about a seed of its own
+    constant = mutant(LESSON, "dot_product_variance", "def dot_product_variance(d_k, n_samples, rng):\n    return 7.5\n")
+    message = assert_rejected(visible.dot_product_variance, constant)
+    assert "does not depend on the `rng`" in message and "fixed seed of your own" not in message
+
+
+def test_a_variance_mistake_is_named_only_when_a_second_seed_confirms_it():
+    wrong_axis = mutant(LESSON, "dot_product_variance", MUTANTS["dot_product_variance"]["variance over the wrong axis"])
+    assert "summed over the samples" in assert_rejected(visible.dot_product_variance, wrong_axis)
+    # right on every seed but one, where it gives exactly what the wrong axis gives: the generic hint
+    source = '''
+def dot_product_variance(d_k, n_samples, rng):
+    q = rng.standard_normal((n_samples, d_k))
+    k = rng.standard_normal((n_samples, d_k))
+    axis = 0 if (d_k, n_samples) == (16, 2000) and abs(q[0, 0] - 0.12573022) < 1e-6 else 1
+    return float(np.var(np.sum(q * k, axis=axis)))
+'''
+    once = mutant(LESSON, "dot_product_variance", source)
+    message = assert_rejected(visible.dot_product_variance, once)
+    assert "summed over the samples" not in message and "order of the draws" in message, message

@@ -64,21 +64,55 @@ def variance_result(student_fn, d_k, n_samples, seed):
     return expect_number(raw, f"the result of {shown}")
 
 
+def _right_answers(d_k, n_samples, seed):
+    expected = scaling.dot_product_variance(d_k, n_samples, np.random.default_rng(seed))
+    unbiased = expected * n_samples / (n_samples - 1) if n_samples > 1 else expected
+    return expected, unbiased
+
+
+def _variance_mistake_confirmed(student_fn, index, d_k, n_samples, seed, got):
+    """True when the student's numbers are mistake `index`'s on two seeds where that mistake differs from
+    the right answer (np.var, ddof 0 or 1) and from every other listed mistake."""
+    evidence = 0
+    for attempt, case_seed in enumerate((seed, seed + 7919, seed + 104729)):
+        mistaken = [fn(d_k, n_samples, np.random.default_rng(case_seed)) for fn, _ in VARIANCE_MISTAKES]
+        if any(close(mistaken[index], right) for right in _right_answers(d_k, n_samples, case_seed)):
+            continue
+        if any(close(mistaken[index], other, 1e-4, 1e-6) for i, other in enumerate(mistaken) if i != index):
+            continue
+        value = got if attempt == 0 else variance_result(student_fn, d_k, n_samples, case_seed)
+        if not close(value, mistaken[index], 1e-4, 1e-6):
+            return False
+        evidence += 1
+        if evidence >= 2:
+            return True
+    return False
+
+
 def compare_variance(student_fn, d_k, n_samples, seed):
     """Same seed, same draw: the student's number must equal the reference's (np.var, ddof 0 or 1)."""
     got = variance_result(student_fn, d_k, n_samples, seed)
-    expected = scaling.dot_product_variance(d_k, n_samples, np.random.default_rng(seed))
-    unbiased = expected * n_samples / (n_samples - 1) if n_samples > 1 else expected
+    expected, unbiased = _right_answers(d_k, n_samples, seed)
     if close(got, expected) or close(got, unbiased):
         return got
     shown = _variance_shown(d_k, n_samples, seed)
-    for mistake_fn, hint in VARIANCE_MISTAKES:
+    for index, (mistake_fn, hint) in enumerate(VARIANCE_MISTAKES):
         mistaken = mistake_fn(d_k, n_samples, np.random.default_rng(seed))
-        if close(got, mistaken, 1e-4, 1e-6):
+        if close(got, mistaken, 1e-4, 1e-6) and _variance_mistake_confirmed(student_fn, index, d_k, n_samples, seed, got):
             raise Hint(f"{shown} is wrong: {hint}")
     raise Hint(f"{shown} returned {got:.6g}; drawing q then k from that generator as the docstring says "
                f"gives {expected:.6g}. Check the order of the draws (all of q, then all of k) and their "
                f"shapes (n_samples, d_k).")
+
+
+SEED_IGNORED = ("generators with different seeds gave exactly the same result, so the answer does not depend on "
+                "the `rng` you are given: draw q and k from it.")
+
+
+def _looks_measured(value, d_k, n_samples):
+    """A sample variance of n_samples dot products of d_k-dim unit normals: within 5 standard errors of d_k
+    (E(q.k)^4 = 3 d^2 + 6 d, so the error is sqrt((2 d^2 + 6 d) / n)), and not exactly the theoretical d_k."""
+    return value != d_k and abs(value - d_k) < 5 * np.sqrt((2.0 * d_k ** 2 + 6.0 * d_k) / n_samples)
 
 
 def uses_the_generator(student_fn, d_k, n_samples, seed, other_seed):
@@ -88,7 +122,13 @@ def uses_the_generator(student_fn, d_k, n_samples, seed, other_seed):
         raise Hint(f"{_variance_shown(d_k, n_samples, seed)}: {IGNORES_GENERATOR}")
     other = variance_result(student_fn, d_k, n_samples, other_seed)
     if other == first:
-        raise Hint(f"{_variance_shown(d_k, n_samples, seed)}: {FIXED_GENERATOR}")
+        # "a fixed seed of your own" only when it is certain: on a second size too, the number ignores the seed
+        # yet looks like a real measurement (not a constant, not the theoretical d_k)
+        d_k2, n2 = d_k + 3, 2 * n_samples
+        second = variance_result(student_fn, d_k2, n2, seed)
+        certain = (_looks_measured(first, d_k, n_samples) and _looks_measured(second, d_k2, n2)
+                   and variance_result(student_fn, d_k2, n2, other_seed) == second)
+        raise Hint(f"{_variance_shown(d_k, n_samples, seed)}: {FIXED_GENERATOR if certain else SEED_IGNORED}")
 
 
 def dot_product_variance(student_fn):
