@@ -90,23 +90,43 @@ def _available_bytes():
     return None
 
 
+def _address_space_headroom():
+    # a kernel run under an address-space limit (a grading sandbox) has less room than the machine's free memory
+    try:
+        import resource
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/status") as status:
+            used = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+        return max(0, soft - used)
+    except (ImportError, OSError, StopIteration, ValueError):
+        return None
+
+
 def probe_limit_bytes():
-    # the most a probe may allocate: 4 GiB, or half of the memory the machine has free if that is less
-    available = _available_bytes()
-    return PROBE_LIMIT_BYTES if available is None else min(PROBE_LIMIT_BYTES, available // 2)
+    # the most a probe may allocate: 4 GiB, half of the memory the machine has free, or most of what an
+    # address-space limit leaves, whichever is least
+    limits = [PROBE_LIMIT_BYTES]
+    available, headroom = _available_bytes(), _address_space_headroom()
+    if available is not None:
+        limits.append(available // 2)
+    if headroom is not None:
+        limits.append(int(headroom * 0.6))
+    return min(limits)
 
 
-def check_probe_fits(T, limit=None):
-    """Refuse, before anything is allocated, a T whose naive [T, T] float64 arrays would not fit."""
+def check_probe_fits(T, limit=None, itemsize=8, arrays=NAIVE_TT_ARRAYS,
+                     what="naive attention's [T, T] float64 arrays"):
+    """Refuse, before anything is allocated, a T whose [T, T] arrays would not fit."""
     require(isinstance(T, (int, np.integer)) and not isinstance(T, bool) and T >= 1,
             f"T must be a whole number >= 1; got {T!r}")
     limit = probe_limit_bytes() if limit is None else limit
-    need = naive_attention_bytes(T)
-    largest = int(math.isqrt(limit // (8 * NAIVE_TT_ARRAYS)))
+    need = naive_attention_bytes(T, itemsize, arrays)
+    largest = int(math.isqrt(limit // (itemsize * arrays)))
     require(need <= limit,
-            f"T = {T} would need about {need / 2**30:.1f} GiB for naive attention's [T, T] float64 arrays "
-            f"({NAIVE_TT_ARRAYS} alive at once), more than this probe allows ({limit / 2**30:.1f} GiB); "
-            f"choose T <= {largest}.")
+            f"T = {T} would need about {need / 2**30:.1f} GiB for {what} ({arrays} alive at once), more than "
+            f"this probe allows here ({limit / 2**30:.1f} GiB); choose T <= {largest}.")
 
 
 def random_qkv(T, d_head=64, seed=0, dtype=np.float64):
@@ -320,7 +340,8 @@ def layer_seconds(model, T, layer_index=0, seed=0):
     from qkv import model as smollm2
 
     c = model.config
-    check_probe_fits(T)
+    # scores, their exponentials, the masked copies and the weights: about five [H_q, T, T] float32 arrays at once
+    check_probe_fits(T, itemsize=4, arrays=5 * c.n_heads, what="one layer's float32 [T, T] arrays (about five per head)")
     layer = model.weights.layers[int(layer_index)]
     ids = np.random.default_rng(seed).integers(0, c.vocab_size, size=int(T))
     x = model.weights.token_embedding[ids]
