@@ -70,14 +70,20 @@ def _attention_cases(rng):
     return cases
 
 
+# fixed, so that a mistake is caught on every draw: square (a transpose keeps the shape and is named), then
+# n_q != n_k and d_k != d_v
+FIXED_QK = [(np.arange(16.0).reshape(4, 4) % 5 - 2, np.arange(16.0).reshape(4, 4)[::-1] % 3 - 1),
+            (visible.SMALL_Q, visible.SMALL_K)]
+
+
 def dot_scores(student_dot_scores):
-    for args in _query_key_cases(fresh_rng()):
+    for args in FIXED_QK + _query_key_cases(fresh_rng()):
         check_against(student_dot_scores, ref.dot_scores, args, name="dot_scores",
                       diagnoses=visible.DOT_SCORES_MISTAKES, allowed=visible.TOOLS)
 
 
 def scaled_scores(student_scaled_scores):
-    for args in _query_key_cases(fresh_rng()):
+    for args in FIXED_QK + _query_key_cases(fresh_rng()):
         check_against(student_scaled_scores, ref.scaled_scores, args, name="scaled_scores",
                       diagnoses=visible.SCALED_SCORES_MISTAKES, allowed=visible.TOOLS)
 

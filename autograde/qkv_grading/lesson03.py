@@ -87,6 +87,9 @@ def _finite_difference_query_jacobian(q, K):
 
 def query_jacobian(student_fn):
     rng = fresh_rng()
+    # fixed first: a square K, where a transposed Jacobian has the right shape and only its values give it away
+    visible.check_query_jacobian(student_fn, _finite_difference_query_jacobian, np.array([0.5, -1.0, 1.0]),
+                                 np.array([[1.0, 2.0, 0.0], [0.0, 1.0, -1.0], [3.0, 0.0, 1.0]]))
     # square K (n_k = d_k) too: there a transposed Jacobian has the right shape and only its values give it away
     for n_k, d_k in [(5, 3), (3, 8), (4, 4), (6, 6), (1, 3), tuple(distinct_sizes(rng, 2))]:
         q, K = rng.normal(size=d_k), rng.normal(size=(n_k, d_k))

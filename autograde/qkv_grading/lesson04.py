@@ -79,6 +79,11 @@ def _random_projections(rng, d_model, d_k, d_v):
 def causal_self_attention(student_attention):
     rng = fresh_rng()
     check = visible.CAUSAL_ATTENTION_CHECK
+    # fixed first: the lesson's sentence, and its first query facing a hidden score 1500 above its own
+    X, W_Q, W_K, W_V = visible.sentence_inputs(seed=14)
+    check_against(student_attention, visible.CAUSAL_ATTENTION_REFERENCE, (X, W_Q, W_K, W_V), **check)
+    loud = visible.loud_future_input(np.random.default_rng(14), len(X), W_Q, W_K)
+    check_against(student_attention, visible.CAUSAL_ATTENTION_REFERENCE, (loud, W_Q, W_K, W_V), **check)
     T, d_model, d_k, d_v = distinct_sizes(rng, 4, 2, 10)
     for T, d_model, d_k, d_v in [(T, d_model, d_k, d_v), (1, 5, 3, 2), (int(rng.integers(10, 17)), 7, 9, 4)]:
         W = _random_projections(rng, d_model, d_k, d_v)
@@ -101,10 +106,16 @@ def _lengths(rng, B, T):
     return rng.permutation(lengths)
 
 
+# fixed: batch size == T (an axis mix-up between batch and positions keeps the right shape), then != T
+PADDING_FIXED = [([4, 0, 2, 3], 4), ([5, 3, 2], 5)]
+
+
 def padding_mask(student_padding_mask):
     rng = fresh_rng()
+    cases = [(np.array(lengths), T) for lengths, T in PADDING_FIXED]
     for B, T in [(3, int(rng.integers(4, 9))), (1, 1), (5, int(rng.integers(9, 20)))]:
-        lengths = _lengths(rng, B, T)
+        cases.append((_lengths(rng, B, T), T))
+    for lengths, T in cases:
         for form in (lengths.tolist(), lengths):
             visible.check_boolean(student_padding_mask, masking.padding_mask, (form, T), "padding_mask",
                                   visible.PADDING_MASK_MISTAKES,
@@ -113,8 +124,10 @@ def padding_mask(student_padding_mask):
 
 def causal_padding_mask(student_causal_padding_mask):
     rng = fresh_rng()
+    cases = [(np.array(lengths), T) for lengths, T in PADDING_FIXED]
     for B, T in [(3, int(rng.integers(4, 9))), (1, 1), (5, int(rng.integers(9, 20)))]:
-        lengths = _lengths(rng, B, T)
+        cases.append((_lengths(rng, B, T), T))
+    for lengths, T in cases:
         for form in (lengths.tolist(), lengths):
             visible.check_boolean(student_causal_padding_mask, masking.causal_padding_mask, (form, T),
                                   "causal_padding_mask", visible.CAUSAL_PADDING_MISTAKES,
