@@ -1,0 +1,462 @@
+"""From what an instructor downloads from the LMS to nbgrader's `submitted/<student>/<lesson>/<notebook>.ipynb`.
+
+`collect(source, course_root, lesson)` takes a zip as Canvas, Moodle, Blackboard or Gradescope export it (zips
+inside it, folders inside it), or a folder, and runs nbgrader's own `zip_collect` in-process with two plugins:
+
+- `SafeExtractor` (an nbgrader ExtractorPlugin) unpacks archives without ever writing outside the course: an entry
+  named with `../`, an absolute path, a drive letter or a symlink is refused; zips inside the zip are unpacked
+  into a folder named after them (nbgrader's own layout), three levels deep at most, with a cap on bytes.
+- `SubmissionCollector` (an nbgrader FileNameCollectorPlugin) reads whose notebook each file is from its path
+  relative to the unpacked folder, with the first of `SubmissionCollector.named_regexps` that matches
+  (nbgrader's `named_regexp`, when set, is tried first). `{lesson}` in a pattern stands for the lesson's name.
+
+The patterns, in the order they are tried (a path uses `/`, whatever the system):
+
+    Blackboard  .../<anything>_<student>_attempt_<YYYY-MM-DD-HH-MM-SS>_<notebook>.ipynb
+    Canvas      .../<student>_[late_]<user id>_<submission id>_<notebook>.ipynb
+                (also a Canvas-named folder or zip holding the notebook: <student>_<uid>_<sid>_<name>/.../<notebook>)
+                e.g. alice_12345_67890_01-lookup.ipynb  ->  submitted/alice/01-lookup/01-lookup.ipynb
+    Moodle      .../<Full Name>_<id>_assignsubmission_file_/.../<notebook>.ipynb
+    Folder      .../<student>/<lesson>/<sub>/.../<notebook>.ipynb   (noted as a nested folder), else
+                .../<student>/<notebook>.ipynb  or  .../<student>/<lesson>/<notebook>.ipynb
+                (the shape of nbgrader's submitted/ and of a zip of it; the student is the folder that holds
+                the notebook or its <lesson>/ folder, so keep each student's notebooks directly in it;
+                a Gradescope export reads as submission_<id>/<notebook>.ipynb, student "submission_<id>")
+
+A notebook saved under another name (`01-lookup-1.ipynb`, Canvas's mark of a resubmission, `-Copy1`, ` (1)`) is
+collected under the released name. Several notebooks of one student for one released notebook: the newest wins,
+by the timestamp in the name when every copy has one, else by the zip entry's date (then the later name), and
+the others are listed. Hidden files, `__MACOSX/` and `.ipynb_checkpoints/` are ignored; other non-notebook files
+are skipped. Everything unusual becomes a report entry {"student", "name", "detail"}; bad input never raises.
+
+Work folders (nbgrader's layout): <course_root>/downloaded/<lesson>/archive/ (the export, copied) and
+.../extracted/ (what it unpacked to); both are rebuilt on every collection.
+"""
+import datetime
+import logging
+import os
+import re
+import shutil
+import stat
+import zipfile
+
+from nbgrader.plugins import ExtractorPlugin, FileNameCollectorPlugin
+from traitlets import Integer, List, Unicode
+from traitlets.config import Config
+from traitlets.config.loader import PyFileConfigLoader
+
+BLACKBOARD = (r"(?:.*/)?[^/]*?_(?P<student_id>[^/_]+)_attempt_"
+              r"(?P<timestamp>\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d)_(?P<file_id>[^/]+)$")
+CANVAS = (r"(?:.*/)?(?P<student_id>[^/_]+)_(?:[Ll][Aa][Tt][Ee]_)?(?P<user_id>\d+)_(?P<submission_id>\d+)_"
+          r"(?:(?P<upload>[^/]*)/(?:(?P<nested>.*)/)?)?(?P<file_id>[^/]+)$")
+MOODLE = (r"(?:.*/)?(?P<student_id>[^/]+?)_(?P<user_id>\d+)_assignsubmission_file_/"
+          r"(?:(?P<nested>.*)/)?(?P<file_id>[^/]+)$")
+NESTED_FOLDER = r"(?:.*/)?(?!{lesson}/)(?P<student_id>[^/]+)/{lesson}/(?P<nested>.+)/(?P<file_id>[^/]+)$"
+FOLDER = r"(?:.*/)?(?!{lesson}/)(?P<student_id>[^/]+)/(?:{lesson}/)?(?P<file_id>[^/]+)$"
+PATTERNS = [BLACKBOARD, CANVAS, MOODLE, NESTED_FOLDER, FOLDER]
+
+ARCHIVES = (".zip",)
+IGNORED_PARTS = ("__MACOSX", ".ipynb_checkpoints", "__pycache__")
+RENAMED = re.compile(r"(?:-\d+|-Copy\d*| ?\(\d+\))$")  # Canvas resubmission, Jupyter's copy, a browser's second download
+MAX_DEPTH = 3                # a zip in a zip in a zip
+MAX_BYTES = 2 << 30          # everything one export may unpack to
+MAX_ENTRY_BYTES = 256 << 20  # one notebook with outputs is a few MB
+
+
+def note(student, name, detail):
+    return {"student": student or "", "name": name, "detail": detail}
+
+
+def _safe_name(name):
+    """The entry's path parts when it stays inside the folder it is unpacked into, else None."""
+    name = name.replace("\\", "/")
+    if name.startswith("/") or re.match(r"^[A-Za-z]:", name) or "\x00" in name:
+        return None
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if any(p == ".." for p in parts):
+        return None
+    return parts
+
+
+def _inside(path, root):
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real == top or real.startswith(top + os.sep)
+
+
+def _ignored(parts):
+    return any(p.startswith(".") or p in IGNORED_PARTS for p in parts)
+
+
+class SafeExtractor(ExtractorPlugin):
+    """nbgrader's extractor, refusing every entry that would land outside the folder it is unpacked into.
+
+    The export itself is unpacked into `extracted/` directly (so a notebook at its top has no folder that could be
+    mistaken for a student), a zip inside it into a folder named after that zip, as nbgrader does.
+    """
+
+    max_depth = Integer(MAX_DEPTH, help="How many zips deep to unpack.").tag(config=True)
+    max_bytes = Integer(MAX_BYTES, help="Most bytes one collection may unpack.").tag(config=True)
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.notes = []
+        self.dates = {}  # absolute path of an unpacked file -> the zip entry's date
+        self.unpacked = 0
+
+    def extract(self, archive_path, extracted_path):
+        for root, folders, files in os.walk(archive_path):
+            folders.sort()
+            for name in sorted(files):
+                path = os.path.join(root, name)
+                rel = os.path.relpath(path, archive_path)
+                target = os.path.normpath(os.path.join(extracted_path, os.path.dirname(rel)))
+                if name.lower().endswith(ARCHIVES):
+                    self._unzip(path, target, rel, depth=1)
+                elif not os.path.islink(path) and os.path.isfile(path):
+                    os.makedirs(target, exist_ok=True)
+                    shutil.copy2(path, os.path.join(target, name))
+
+    def _unzip(self, path, target, shown, depth):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                entries = archive.infolist()
+                for info in entries:
+                    self._entry(archive, info, target, shown, depth)
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError, OSError,
+                ValueError) as error:
+            self.notes.append(note("", "corrupt archive", f"{shown}: {type(error).__name__}: {error}"))
+
+    def _entry(self, archive, info, target, shown, depth):
+        where = f"{shown}: {info.filename}"
+        parts = _safe_name(info.filename)
+        if parts is None:
+            self.notes.append(note("", "unsafe path", f"{where} points outside the folder it is unpacked into; skipped"))
+            return
+        if stat.S_ISLNK(info.external_attr >> 16):
+            self.notes.append(note("", "unsafe path", f"{where} is a symbolic link; skipped"))
+            return
+        if info.is_dir() or not parts or _ignored(parts):
+            return
+        if info.file_size > MAX_ENTRY_BYTES or self.unpacked + info.file_size > self.max_bytes:
+            self.notes.append(note("", "too large", f"{where}: {info.file_size} bytes; skipped"))
+            return
+        dest = os.path.join(target, *parts)
+        if not _inside(os.path.dirname(dest), target) and os.path.exists(os.path.dirname(dest)):
+            self.notes.append(note("", "unsafe path", f"{where} would be written through a link; skipped"))
+            return
+        try:
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            if not _inside(dest, target) or os.path.islink(dest):
+                self.notes.append(note("", "unsafe path", f"{where} would be written outside the course; skipped"))
+                return
+            date = datetime.datetime(*info.date_time)
+            if os.path.exists(dest):  # the same name twice in one zip: keep the newer entry
+                if date <= self.dates.get(dest, datetime.datetime.min):
+                    self.notes.append(note("", "duplicate entry", f"{where}: an older copy of a name already unpacked; skipped"))
+                    return
+                self.notes.append(note("", "duplicate entry", f"{where}: a newer copy replaced the one unpacked before"))
+            with archive.open(info) as src, open(dest, "wb") as out:
+                shutil.copyfileobj(src, out)
+            self.unpacked += info.file_size
+            stamp = date.timestamp()
+            os.utime(dest, (stamp, stamp))
+            self.dates[dest] = date
+        except (OSError, zipfile.BadZipFile, RuntimeError, EOFError, ValueError, NotImplementedError) as error:
+            self.notes.append(note("", "unreadable entry", f"{where}: {type(error).__name__}: {error}"))
+            return
+        if parts[-1].lower().endswith(ARCHIVES):
+            inner = os.path.splitext(dest)[0]
+            if depth >= self.max_depth:
+                self.notes.append(note("", "nested folder", f"{where}: a zip {depth + 1} levels deep; not unpacked"))
+            else:
+                self._unzip(dest, inner, where, depth + 1)
+            os.remove(dest)
+
+
+class SubmissionCollector(FileNameCollectorPlugin):
+    """Whose notebook each unpacked file is, from the documented patterns; decides duplicates before nbgrader does.
+
+    nbgrader calls `collect(path)` once per unpacked file; the first call plans the whole folder, so that a copy
+    that loses to a newer one is never handed to nbgrader (which stops on duplicates without timestamps).
+    """
+
+    named_regexps = List(Unicode(), default_value=PATTERNS,
+                         help="Patterns tried in order after named_regexp; `{lesson}` is the lesson's name.").tag(config=True)
+
+    def __init__(self, extracted_root, lesson, released, dates, **kw):
+        super().__init__(**kw)
+        self.extracted_root, self.lesson, self.released, self.dates = extracted_root, lesson, released, dates
+        self.notes = []
+        self.plan = None
+
+    def patterns(self):
+        found = ([self.named_regexp] if self.named_regexp else []) + list(self.named_regexps)
+        return [re.compile(p.replace("{lesson}", re.escape(self.lesson))) for p in found]
+
+    def read(self, rel):
+        """(groupdict, pattern index) of the first pattern matching the relative path, or (None, None)."""
+        for index, pattern in enumerate(self.patterns()):
+            match = pattern.match(rel)
+            if match and match.groupdict().get("student_id") and match.groupdict().get("file_id"):
+                return match.groupdict(), index
+        return None, None
+
+    def collect(self, submitted_file):
+        if self.plan is None:
+            self.plan = self._make_plan()
+        return self.plan.get(os.path.realpath(submitted_file))
+
+    def _make_plan(self):
+        chosen, candidates = {}, {}
+        for root, folders, files in os.walk(self.extracted_root):
+            folders.sort()
+            for name in sorted(files):
+                path = os.path.join(root, name)
+                rel = os.path.relpath(path, self.extracted_root).replace(os.sep, "/")
+                parts = rel.split("/")
+                if _ignored(parts):
+                    continue
+                if os.path.islink(path):
+                    self.notes.append(note("", "unsafe path", f"{rel} is a symbolic link; skipped"))
+                    continue
+                if os.path.splitext(name)[1] not in self.valid_ext:
+                    info, _ = self.read(rel)
+                    self.notes.append(note(info["student_id"] if info else "", "not a notebook", f"{rel}; skipped"))
+                    continue
+                info, _ = self.read(rel)
+                if info is None:
+                    self.notes.append(note("", "unexpected file name",
+                                           f"{rel}: matches none of the file name patterns, so whose it is is "
+                                           f"unknown; skipped (see qkv_autograde/intake.py)"))
+                    continue
+                student = info["student_id"]
+                if student in (".", "..") or "/" in student or "\\" in student or not student.strip():
+                    self.notes.append(note("", "unsafe path", f"{rel}: student id {student!r} refused; skipped"))
+                    continue
+                notebook = self._notebook_name(info["file_id"])
+                if notebook != os.path.splitext(info["file_id"])[0]:
+                    self.notes.append(note(student, "unexpected file name", f"{rel} collected as {notebook}.ipynb"))
+                elif self.released and notebook not in self.released:
+                    self.notes.append(note(student, "unexpected file name",
+                                           f"{rel}: {self.lesson} has no notebook of that name "
+                                           f"(expected {', '.join(f'{n}.ipynb' for n in sorted(self.released))})"))
+                if info.get("nested"):
+                    self.notes.append(note(student, "nested folder", f"{rel}: found inside {info['nested']}/"))
+                candidates.setdefault((student, notebook), []).append((self._age(path, info), rel, path, info))
+        for (student, notebook), found in sorted(candidates.items()):
+            by_name = all(named for (named, _, _), _, _, _ in found)
+            found.sort(key=lambda c: (c[0][0] if by_name else c[0][1], c[0][2], c[1]))
+            (named, dated, _), rel, path, info = found[-1]
+            if len(found) > 1:
+                shown = (lambda c: f"named {c[0][0]}") if by_name else (lambda c: f"dated {c[0][1]}")
+                others = "; ".join(f"{c[1]} ({shown(c)})" for c in found[:-1])
+                self.notes.append(note(student, "duplicate submission",
+                                       f"{len(found)} copies of {notebook}.ipynb: kept the newest, {rel} "
+                                       f"({shown(found[-1])}); skipped {others}"))
+            collected = {"student_id": student, "file_id": f"{notebook}.ipynb"}
+            if named:
+                collected["timestamp"] = named.isoformat(" ")
+            chosen[os.path.realpath(path)] = collected
+        return chosen
+
+    def _notebook_name(self, file_id):
+        stem = os.path.splitext(file_id)[0]
+        if stem in self.released or not self.released:
+            return stem
+        plain = RENAMED.sub("", stem)
+        return plain if plain in self.released else stem
+
+    def _age(self, path, info):
+        """(time in the name or None, the zip entry's date or the file's, Canvas submission id)."""
+        named = _named_time(info.get("timestamp"))
+        dated = self.dates.get(path) or datetime.datetime.fromtimestamp(os.path.getmtime(path)).replace(microsecond=0)
+        return named, dated, int(info.get("submission_id") or 0)
+
+
+def _named_time(text):
+    if not text:
+        return None
+    digits = re.findall(r"\d+", text)
+    try:
+        return datetime.datetime(*map(int, digits[:6]))
+    except (TypeError, ValueError):
+        return None
+
+
+# ------------------------------------------------------------------------------------------------ the entry point
+
+def _course_config(course_root):
+    """The course's nbgrader_config.py (directories), read without leaving its side effects on this process."""
+    path = os.path.join(course_root, "nbgrader_config.py")
+    if not os.path.isfile(path):
+        return Config()
+    import sys
+
+    saved_path, saved_env = list(sys.path), os.environ.get("PYTHONPATH")
+    try:
+        return PyFileConfigLoader("nbgrader_config.py", path=course_root).load_config()
+    finally:
+        sys.path[:] = saved_path
+        if saved_env is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved_env
+
+
+def collect(source, course_root, lesson, log=None):
+    """Fill <course_root>/submitted/<student>/<lesson>/ from an LMS export; returns report entries.
+
+    `source`: a .zip (zips and folders inside it allowed) or a folder (copied, then read the same way); the
+    course's own submitted/ folder is only checked. Entries: {"student": id or "", "name", "detail"}.
+    """
+    log = log or logging.getLogger("qkv_autograde.intake")
+    course_root = os.path.abspath(course_root)
+    try:
+        notes = _collect(os.path.abspath(str(source)), course_root, lesson)
+    except (Exception, SystemExit) as error:  # the report, not a traceback, is how an instructor learns of it
+        log.exception("qkv intake: collecting %s failed", source)
+        notes = [note("", "collection failed", f"{type(error).__name__}: {error}")]
+    for entry in notes:
+        log.warning("qkv intake: %s%s: %s", f"{entry['student']}: " if entry["student"] else "", entry["name"],
+                    entry["detail"])
+    return notes
+
+
+def _collect(source, course_root, lesson):
+    from nbgrader.apps.zipcollectapp import ZipCollectApp
+    from nbgrader.coursedir import CourseDirectory
+
+    config = _course_config(course_root)
+    config.CourseDirectory.root = course_root
+    config.CourseDirectory.assignment_id = lesson
+    coursedir = CourseDirectory(config=config)
+    submitted = os.path.realpath(coursedir.format_path(coursedir.submitted_directory, ".", "."))
+    if not os.path.exists(source):
+        return [note("", "no submissions", f"{source} does not exist")]
+    if os.path.isdir(source) and os.path.realpath(source) == submitted:
+        return check_submitted(submitted, lesson, _released(coursedir, lesson))
+    if os.path.isfile(source) and not source.lower().endswith(ARCHIVES):
+        return [note("", "not a notebook", f"{source}: give a .zip export or a folder")]
+
+    app = ZipCollectApp(config=config, log=_quiet_logger())
+    app.coursedir = coursedir
+    app.force = True  # the work folders are ours, rebuilt from this export every time
+    work = os.path.join(course_root, app.downloaded_directory, lesson)
+    archive, extracted = (app._format_collect_path(app.archive_directory),
+                          app._format_collect_path(app.extracted_directory))
+    if not all(_inside(p, course_root) for p in (work, archive, extracted, submitted)):
+        return [note("", "unsafe path", "the course's download or submitted folder lies outside the course")]
+    for folder in (archive, extracted):
+        shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(folder)
+    notes = []
+    if os.path.isdir(source):
+        notes += _copy_folder(source, archive)
+    else:
+        shutil.copy(source, os.path.join(archive, os.path.basename(source)))
+
+    released = _released(coursedir, lesson)
+    extractor = SafeExtractor(parent=app)
+    app.extractor_plugin_inst = extractor
+    # the export's own zip is unpacked in place, not into a folder named after the download
+    top = [f for f in os.listdir(archive) if f.lower().endswith(ARCHIVES)]
+    if os.path.isfile(source) and len(top) == 1:
+        extractor._unzip(os.path.join(archive, top[0]), extracted, os.path.basename(source), depth=1)
+    else:
+        extractor.extract(archive, extracted)
+    collector = SubmissionCollector(extracted, lesson, released, extractor.dates, parent=app)
+    app.collector_plugin_inst = collector
+    collector.plan = collector._make_plan()
+    notes += extractor.notes + collector.notes
+    replaced = _replaced(collector.plan, coursedir, lesson)
+    if collector.plan:
+        app.process_extracted_files()
+    else:
+        notes.append(note("", "no submissions", f"no notebook in {os.path.basename(source)} could be collected"))
+    notes += replaced
+    return notes
+
+
+def _quiet_logger():
+    """nbgrader's zip_collect logs every file; its warnings repeat what the report says by name."""
+    quiet = logging.getLogger("qkv_autograde.intake.nbgrader")
+    quiet.setLevel(logging.ERROR)
+    return quiet
+
+
+def _released(coursedir, lesson):
+    folder = coursedir.format_path(coursedir.release_directory, ".", lesson)
+    if not os.path.isdir(folder):
+        return set()
+    return {os.path.splitext(f)[0] for f in os.listdir(folder) if f.endswith(".ipynb")}
+
+
+def _copy_folder(source, archive):
+    """An unzipped export or a submitted/-shaped folder elsewhere, copied into the work folder without links."""
+    notes = []
+    for root, folders, files in os.walk(source):
+        for name in list(folders):
+            if os.path.islink(os.path.join(root, name)):
+                notes.append(note("", "unsafe path", f"{os.path.relpath(os.path.join(root, name), source)} is a "
+                                                     f"symbolic link; skipped"))
+                folders.remove(name)
+        for name in files:
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, source)
+            if os.path.islink(path):
+                notes.append(note("", "unsafe path", f"{rel} is a symbolic link; skipped"))
+                continue
+            if not os.path.isfile(path):
+                continue
+            dest = os.path.join(archive, rel)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copy2(path, dest)
+    return notes
+
+
+def _replaced(plan, coursedir, lesson):
+    """Students whose earlier collection is about to be replaced by a different file."""
+    notes = []
+    for path, info in plan.items():
+        dest = os.path.join(coursedir.format_path(coursedir.submitted_directory, info["student_id"], lesson),
+                            info["file_id"])
+        if os.path.isfile(dest):
+            with open(dest, "rb") as old, open(path, "rb") as new:
+                if old.read() != new.read():
+                    notes.append(note(info["student_id"], "collected again",
+                                      f"{info['file_id']} replaced what an earlier collection put in submitted/"))
+    return notes
+
+
+def check_submitted(submitted, lesson, released):
+    """Notes on an already collected submitted/<student>/<lesson>/ tree; nothing is changed."""
+    notes = []
+    for student in sorted(os.listdir(submitted)):
+        home = os.path.join(submitted, student)
+        if os.path.islink(home):
+            notes.append(note(student, "unsafe path", f"submitted/{student} is a symbolic link"))
+            continue
+        if not os.path.isdir(home):
+            notes.append(note("", "unexpected file name", f"submitted/{student} is a file, not a student's folder"))
+            continue
+        folder = os.path.join(home, lesson)
+        if not os.path.isdir(folder):
+            continue  # this student has not handed in this lesson
+        for name in sorted(os.listdir(folder)):
+            path = os.path.join(folder, name)
+            rel = f"submitted/{student}/{lesson}/{name}"
+            if os.path.islink(path):
+                notes.append(note(student, "unsafe path", f"{rel} is a symbolic link: move the real file there"))
+            elif os.path.isdir(path):
+                if not _ignored([name]):
+                    notes.append(note(student, "nested folder", f"{rel}/ is a folder; only notebooks directly in "
+                                                                f"{lesson}/ are graded"))
+            elif name == "timestamp.txt" or name.startswith("."):
+                continue
+            elif not name.endswith(".ipynb"):
+                notes.append(note(student, "not a notebook", f"{rel}; not graded"))
+            elif released and os.path.splitext(name)[0] not in released:
+                notes.append(note(student, "unexpected file name",
+                                  f"{rel}: {lesson} has no notebook of that name "
+                                  f"(expected {', '.join(f'{n}.ipynb' for n in sorted(released))})"))
+    return notes

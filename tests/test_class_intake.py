@@ -1,0 +1,303 @@
+"""From an LMS export to nbgrader's submitted/ (autograde/qkv_autograde/intake.py): Canvas, Blackboard, Moodle and
+plain-folder names, zips inside the zip, duplicates (newest wins), stray files, and entries that try to leave the
+course. Every odd case is a named report entry; nothing is ever written outside the course."""
+import datetime
+import hashlib
+import io
+import json
+import os
+import shutil
+import stat
+import sys
+import zipfile
+
+import nbformat
+import pytest
+
+from lessons import ROOT
+
+sys.path.insert(0, str(ROOT / "autograde"))
+from qkv_autograde import intake  # noqa: E402
+
+LESSON = "01-lookup"
+
+
+def notebook_bytes(tag):
+    """A small valid notebook whose content says who it is, so tests can tell which copy was kept."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_code_cell(f"answer = {tag!r}"))
+    return nbformat.writes(nb).encode()
+
+
+def tag_of(path):
+    return nbformat.read(str(path), as_version=4).cells[0].source
+
+
+@pytest.fixture
+def course(tmp_path):
+    """A course laid out like the real one: autograde/ (nbgrader's root) next to notebooks/ (the release)."""
+    root = tmp_path / "course" / "autograde"
+    (tmp_path / "course" / "notebooks" / LESSON).mkdir(parents=True)
+    (tmp_path / "course" / "notebooks" / LESSON / f"{LESSON}.ipynb").write_bytes(notebook_bytes("release"))
+    root.mkdir()
+    (root / "nbgrader_config.py").write_text(
+        'c = get_config()\nc.CourseDirectory.release_directory = "../notebooks"\n'
+        'c.CourseDirectory.source_directory = "../solutions"\n')
+    return root
+
+
+def make_zip(path, entries):
+    """entries: [(name, bytes, (y, m, d, H, M, S) or None, mode or None)]."""
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data, date, mode in entries:
+            info = zipfile.ZipInfo(name, date_time=date or (2026, 11, 1, 12, 0, 0))
+            if mode is not None:
+                info.external_attr = mode << 16
+            archive.writestr(info, data)
+    return path
+
+
+def zip_bytes(entries):
+    buffer = io.BytesIO()
+    make_zip(buffer, entries)
+    return buffer.getvalue()
+
+
+def entry(name, data=None, date=None, mode=None):
+    return (name, notebook_bytes(name) if data is None else data, date, mode)
+
+
+def submitted(course, student):
+    folder = course / "submitted" / student / LESSON
+    return sorted(os.listdir(folder)) if folder.is_dir() else None
+
+
+def names(notes, student=None):
+    return sorted({n["name"] for n in notes if student is None or n["student"] == student})
+
+
+def snapshot_outside(course):
+    """Every file under the temporary folder that holds the course, except the course's own autograde/ folder."""
+    top = course.parent.parent
+    found = {}
+    for root, _, files in os.walk(top):
+        if os.path.realpath(root).startswith(os.path.realpath(course)):
+            continue
+        for name in files:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                found[path] = hashlib.sha256(f.read()).hexdigest()
+    return found
+
+
+def test_canvas_names_are_collected_under_the_released_name(course, tmp_path):
+    export = make_zip(tmp_path / "submissions.zip", [
+        entry("alice_12345_67890_01-lookup.ipynb"),
+        entry("bob_late_22222_33333_01-lookup.ipynb"),
+        entry("carol_44444_55555_01-lookup-1.ipynb"),  # Canvas's mark of a resubmission
+    ])
+    notes = intake.collect(export, course, LESSON)
+    assert submitted(course, "alice") == [f"{LESSON}.ipynb"]
+    assert submitted(course, "bob") == [f"{LESSON}.ipynb"]
+    assert submitted(course, "carol") == [f"{LESSON}.ipynb"]
+    assert tag_of(course / "submitted" / "carol" / LESSON / f"{LESSON}.ipynb") == \
+        "answer = 'carol_44444_55555_01-lookup-1.ipynb'"
+    assert names(notes) == ["unexpected file name"]
+    assert [n["student"] for n in notes] == ["carol"]
+    # the work folders live inside the course
+    assert (course / "downloaded" / LESSON / "extracted").is_dir()
+
+
+def test_plain_student_folders_and_a_zip_of_submitted_are_collected(course, tmp_path):
+    export = make_zip(tmp_path / "folders.zip", [
+        entry("export/alice/01-lookup.ipynb"),
+        entry("export/bob/01-lookup/01-lookup.ipynb"),
+        entry("submitted/carol/01-lookup/01-lookup.ipynb"),
+    ])
+    notes = intake.collect(export, course, LESSON)
+    for student in ("alice", "bob", "carol"):
+        assert submitted(course, student) == [f"{LESSON}.ipynb"], student
+    assert notes == []
+
+
+def test_nested_folders_are_collected_and_noted(course, tmp_path):
+    export = make_zip(tmp_path / "nested.zip", [
+        entry("dave_1_2_lookup/work/final/01-lookup.ipynb"),           # a Canvas upload holding folders
+        entry("erin/01-lookup/old attempt/01-lookup.ipynb"),            # a folder inside the lesson folder
+        entry("Frank Li_777_assignsubmission_file_/hw/01-lookup.ipynb"),  # Moodle
+    ])
+    notes = intake.collect(export, course, LESSON)
+    assert submitted(course, "dave") == [f"{LESSON}.ipynb"]
+    assert submitted(course, "erin") == [f"{LESSON}.ipynb"]
+    assert submitted(course, "Frank Li") == [f"{LESSON}.ipynb"]
+    assert names(notes, "dave") == names(notes, "erin") == names(notes, "Frank Li") == ["nested folder"]
+    assert "work/final" in next(n["detail"] for n in notes if n["student"] == "dave")
+
+
+def test_duplicates_newest_wins_by_zip_date_and_by_timestamp_in_the_name(course, tmp_path):
+    export = make_zip(tmp_path / "dupes.zip", [
+        entry("canvas/alice_1_10_01-lookup.ipynb", date=(2026, 11, 2, 9, 0, 0)),
+        entry("canvas/alice_1_11_01-lookup-1.ipynb", date=(2026, 11, 3, 9, 0, 0)),   # newest by zip date
+        entry("canvas/alice_1_12_01-lookup-2.ipynb", date=(2026, 11, 1, 9, 0, 0)),
+        # Blackboard names carry the time: it decides, whatever the zip's dates say
+        entry("bb/Lesson 1_bob_attempt_2026-11-05-10-00-00_01-lookup.ipynb", date=(2026, 11, 9, 0, 0, 0)),
+        entry("bb/Lesson 1_bob_attempt_2026-11-06-10-00-00_01-lookup.ipynb", date=(2026, 11, 1, 0, 0, 0)),
+    ])
+    notes = intake.collect(export, course, LESSON)
+    assert tag_of(course / "submitted" / "alice" / LESSON / f"{LESSON}.ipynb") == \
+        "answer = 'canvas/alice_1_11_01-lookup-1.ipynb'"
+    assert tag_of(course / "submitted" / "bob" / LESSON / f"{LESSON}.ipynb") == \
+        "answer = 'bb/Lesson 1_bob_attempt_2026-11-06-10-00-00_01-lookup.ipynb'"
+    assert "duplicate submission" in names(notes, "alice") and "duplicate submission" in names(notes, "bob")
+    kept = next(n["detail"] for n in notes if n["student"] == "alice" and n["name"] == "duplicate submission")
+    assert kept.startswith("3 copies") and "kept the newest, canvas/alice_1_11_01-lookup-1.ipynb" in kept
+    # nbgrader records the time from the name as the submission's timestamp
+    stamp = (course / "submitted" / "bob" / LESSON / "timestamp.txt").read_text()
+    assert stamp.startswith("2026-11-06 10:00:00")
+    assert not (course / "submitted" / "alice" / LESSON / "timestamp.txt").exists()
+
+
+def test_non_notebook_files_and_unknown_names_are_skipped_and_noted(course, tmp_path):
+    export = make_zip(tmp_path / "mixed.zip", [
+        entry("alice_1_2_01-lookup.ipynb"),
+        entry("alice_1_3_notes.pdf", b"%PDF-1.4"),
+        entry("README.txt", b"exported by the LMS"),
+        entry("orphan.ipynb"),                                   # whose is it?
+        entry("bob/scratch.ipynb"),                              # not a notebook of this lesson
+        entry("__MACOSX/._alice_1_2_01-lookup.ipynb", b"\x00\x05"),  # macOS metadata: silently ignored
+        entry("carol/.ipynb_checkpoints/01-lookup-checkpoint.ipynb"),
+        entry("carol/01-lookup.ipynb"),
+    ])
+    notes = intake.collect(export, course, LESSON)
+    assert submitted(course, "alice") == [f"{LESSON}.ipynb"]
+    assert submitted(course, "bob") == ["scratch.ipynb"]       # staged later as a renamed file, with a flag
+    assert submitted(course, "carol") == [f"{LESSON}.ipynb"]
+    assert not (course / "submitted" / ".ipynb_checkpoints").exists() and not (course / "submitted" / "__MACOSX").exists()
+    by_name = {(n["name"], n["student"]) for n in notes}
+    assert ("not a notebook", "alice") in by_name and ("not a notebook", "") in by_name
+    assert ("unexpected file name", "") in by_name and ("unexpected file name", "bob") in by_name
+    assert any("orphan.ipynb" in n["detail"] for n in notes)
+    assert names(notes, "carol") == []
+
+
+def test_escape_attempts_absolute_paths_and_links_are_refused(course, tmp_path):
+    export = make_zip(tmp_path / "evil.zip", [
+        entry("../../escaped.ipynb"),
+        entry("alice/../../../../escaped2.ipynb"),
+        entry("/tmp/absolute-qkv-intake.ipynb"),
+        entry(str(tmp_path / "absolute2.ipynb")),
+        entry("C:\\Windows\\drive.ipynb"),
+        entry("..\\..\\backslash.ipynb"),
+        entry("mallory/01-lookup.ipynb", data=b"../../../../etc/passwd", mode=stat.S_IFLNK | 0o777),
+        entry("alice/01-lookup.ipynb"),
+    ])
+    outside_before = snapshot_outside(course)
+    notes = intake.collect(export, course, LESSON)
+    unsafe = [n for n in notes if n["name"] == "unsafe path"]
+    assert len(unsafe) == 7, notes
+    assert any("symbolic link" in n["detail"] for n in unsafe)
+    assert submitted(course, "alice") == [f"{LESSON}.ipynb"]
+    assert submitted(course, "mallory") is None
+    assert not os.path.exists("/tmp/absolute-qkv-intake.ipynb")
+    assert snapshot_outside(course) == outside_before
+    for root, _, files in os.walk(course):
+        for name in files:
+            assert not os.path.islink(os.path.join(root, name))
+
+
+def test_a_zip_inside_the_zip(course, tmp_path):
+    inner_canvas = zip_bytes([entry("01-lookup.ipynb")])                      # one student's uploaded zip
+    inner_section = zip_bytes([entry("carol_5_6_01-lookup.ipynb"),            # a second section's export
+                               entry("../../../sneaky.ipynb")])
+    innermost = zip_bytes([entry("dave/01-lookup.ipynb")])
+    export = make_zip(tmp_path / "outer.zip", [
+        entry("bob_3_4_lookup.zip", inner_canvas),
+        entry("section2.zip", inner_section),
+        entry("deeper.zip", zip_bytes([entry("deeper2.zip", innermost)])),
+        entry("alice_1_2_01-lookup.ipynb"),
+    ])
+    outside_before = snapshot_outside(course)
+    notes = intake.collect(export, course, LESSON)
+    for student in ("alice", "bob", "carol", "dave"):
+        assert submitted(course, student) == [f"{LESSON}.ipynb"], (student, notes)
+    assert names(notes) == ["unsafe path"]
+    assert snapshot_outside(course) == outside_before
+    # no zip is left in the extracted tree to be mistaken for a submission
+    assert not any(f.endswith(".zip") for _, _, fs in os.walk(course / "downloaded" / LESSON / "extracted") for f in fs)
+
+
+def test_bad_input_is_a_note_never_a_traceback(course, tmp_path):
+    (tmp_path / "broken.zip").write_bytes(b"PK\x03\x04 this is not a zip")
+    assert names(intake.collect(tmp_path / "broken.zip", course, LESSON)) == ["corrupt archive", "no submissions"]
+    assert names(intake.collect(tmp_path / "missing.zip", course, LESSON)) == ["no submissions"]
+    (tmp_path / "notes.pdf").write_bytes(b"%PDF")
+    assert names(intake.collect(tmp_path / "notes.pdf", course, LESSON)) == ["not a notebook"]
+    empty = make_zip(tmp_path / "empty.zip", [])
+    assert names(intake.collect(empty, course, LESSON)) == ["no submissions"]
+
+
+def test_an_unzipped_export_folder_is_collected_without_following_links(course, tmp_path):
+    folder = tmp_path / "download"
+    (folder / "alice").mkdir(parents=True)
+    (folder / "alice" / "01-lookup.ipynb").write_bytes(notebook_bytes("alice"))
+    (folder / "bob_1_2_01-lookup.ipynb").write_bytes(notebook_bytes("bob"))
+    secret = tmp_path / "secret.ipynb"
+    secret.write_bytes(notebook_bytes("secret"))
+    (folder / "eve").mkdir()
+    os.symlink(secret, folder / "eve" / "01-lookup.ipynb")
+    notes = intake.collect(folder, course, LESSON)
+    assert submitted(course, "alice") == submitted(course, "bob") == [f"{LESSON}.ipynb"]
+    assert submitted(course, "eve") is None
+    assert [(n["name"], "eve" in n["detail"]) for n in notes] == [("unsafe path", True)]
+
+
+def test_an_already_collected_submitted_folder_is_only_checked(course, tmp_path):
+    make_zip(tmp_path / "first.zip", [entry("alice_1_2_01-lookup.ipynb"), entry("bob/01-lookup.ipynb")])
+    intake.collect(tmp_path / "first.zip", course, LESSON)
+    folder = course / "submitted"
+    (folder / "bob" / LESSON / "essay.docx").write_bytes(b"PK")
+    (folder / "bob" / LESSON / "drafts").mkdir()
+    os.symlink(tmp_path / "first.zip", folder / "bob" / LESSON / "link.ipynb")
+    before = {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
+    notes = intake.collect(folder, course, LESSON)
+    assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == before
+    assert names(notes, "bob") == ["nested folder", "not a notebook", "unsafe path"]
+    assert names(notes, "alice") == []
+
+
+def test_collecting_again_replaces_and_says_so(course, tmp_path):
+    make_zip(tmp_path / "first.zip", [entry("alice_1_2_01-lookup.ipynb")])
+    assert intake.collect(tmp_path / "first.zip", course, LESSON) == []
+    assert intake.collect(tmp_path / "first.zip", course, LESSON) == []   # the same export again: nothing to say
+    make_zip(tmp_path / "second.zip", [entry("alice_1_9_01-lookup.ipynb")])
+    notes = intake.collect(tmp_path / "second.zip", course, LESSON)
+    assert names(notes) == ["collected again"]
+    assert tag_of(course / "submitted" / "alice" / LESSON / f"{LESSON}.ipynb") == "answer = 'alice_1_9_01-lookup.ipynb'"
+
+
+def test_the_real_course_config_is_read_without_side_effects(course, tmp_path):
+    """The course's own nbgrader_config.py (which installs the grader) sets the folders; the process is unchanged."""
+    shutil.copy(ROOT / "autograde" / "nbgrader_config.py", course / "nbgrader_config.py")
+    path_before, env_before = list(sys.path), os.environ.get("PYTHONPATH")
+    make_zip(tmp_path / "x.zip", [entry("alice_1_2_01-lookup.ipynb")])
+    assert intake.collect(tmp_path / "x.zip", course, LESSON) == []
+    assert submitted(course, "alice") == [f"{LESSON}.ipynb"]
+    assert sys.path == path_before and os.environ.get("PYTHONPATH") == env_before
+    assert not (ROOT / "autograde" / "submitted" / "alice_1_2_01-lookup.ipynb").exists()
+
+
+def test_the_documented_patterns_read_the_documented_examples():
+    collector = intake.SubmissionCollector("/nowhere", LESSON, {LESSON}, {})
+    cases = {
+        "alice_12345_67890_01-lookup.ipynb": ("alice", "01-lookup.ipynb"),
+        "smithjohn_LATE_1_2_01-lookup.ipynb": ("smithjohn", "01-lookup.ipynb"),
+        "alice/01-lookup.ipynb": ("alice", "01-lookup.ipynb"),
+        "alice/01-lookup/01-lookup.ipynb": ("alice", "01-lookup.ipynb"),
+        "submitted/alice/01-lookup/01-lookup.ipynb": ("alice", "01-lookup.ipynb"),
+        "Lesson 01_jdoe_attempt_2026-01-30-15-00-00_01-lookup.ipynb": ("jdoe", "01-lookup.ipynb"),
+        "Ann Lee_42_assignsubmission_file_/01-lookup.ipynb": ("Ann Lee", "01-lookup.ipynb"),
+    }
+    for path, expected in cases.items():
+        info, _ = collector.read(path)
+        assert (info["student_id"], info["file_id"]) == expected, path
+    assert collector.read("01-lookup.ipynb") == (None, None)
