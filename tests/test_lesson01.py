@@ -318,3 +318,52 @@ def test_sweep_with_its_own_mistake_is_not_blamed_on_soft_lookup():
     message = assert_rejected(visible.temperature_sweep, mutant(LESSON, "soft_lookup_by_temperature",
                                                                 SWEEP_MUTANTS["reversed rows"]))
     assert "reverse order" in message and "exercise 3" not in message, message
+
+
+# ---------------------------------------------------------------- issue 8: mistakes only the contract's hard inputs show
+
+CONTRACT_MUTANTS = [
+    ("softmax", hidden.softmax, "shift by the row minimum (overflows when a row spans > 709)", """
+def softmax(x, axis=-1):
+    x = np.asarray(x, dtype=float)
+    e = np.exp(x - x.min(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+"""),
+    ("soft_lookup", hidden.soft_lookup, "hard argmax at small temperatures", """
+def soft_lookup(query, keys, values, temperature=1.0):
+    scores = np.asarray(keys, dtype=float) @ np.asarray(query, dtype=float) / temperature
+    w = np.eye(len(scores))[np.argmax(scores)] if temperature < 0.05 else softmax(scores)
+    return w, w @ np.asarray(values, dtype=float)
+"""),
+    ("hard_lookup", hidden.hard_lookup, "compares sorted components (a permutation matches)", """
+def hard_lookup(query, keys, values):
+    for key, value in zip(np.asarray(keys), np.asarray(values)):
+        if np.array_equal(np.sort(key), np.sort(query)):
+            return value
+    raise KeyError(f"no key equals the query {list(query)}")
+"""),
+    ("hard_lookup", hidden.hard_lookup, "close enough counts (np.allclose, atol 1e-3)", """
+def hard_lookup(query, keys, values):
+    for key, value in zip(np.asarray(keys), np.asarray(values)):
+        if np.allclose(key, query, atol=1e-3):
+            return value
+    raise KeyError(f"no key equals the query {list(query)}")
+"""),
+    ("hard_lookup", hidden.hard_lookup, "the zero key never matches (truthiness)", """
+def hard_lookup(query, keys, values):
+    for key, value in zip(np.asarray(keys), np.asarray(values)):
+        if np.array_equal(key, query) and np.any(key):
+            return value
+    raise KeyError(f"no key equals the query {list(query)}")
+"""),
+    ("soft_lookup_by_temperature", hidden.temperature_sweep, "sorts the temperatures first", """
+def soft_lookup_by_temperature(query, keys, values, temperatures):
+    return np.array([soft_lookup(query, keys, values, t)[1] for t in sorted(temperatures, reverse=True)])
+"""),
+]
+
+
+@pytest.mark.parametrize("grade, check, name, source", CONTRACT_MUTANTS, ids=[c[2] for c in CONTRACT_MUTANTS])
+def test_hidden_tests_reject_mistakes_only_hard_inputs_show(grade, check, name, source):
+    for _ in range(3):  # on every draw
+        assert_rejected(check, mutant(LESSON, grade, source))

@@ -681,3 +681,28 @@ def test_a_causal_padding_mask_without_the_causal_part_is_not_blamed_on_causal_m
     message = assert_rejected(visible.causal_padding_mask, mutant(LESSON, "causal_padding_mask",
                                                                   CAUSAL_PADDING_MUTANTS["padding only"]))
     assert "causal part is missing" in message and "fix causal_mask first" not in message, message
+
+
+# ---------------------------------------------------------------- issue 8: mistakes only the contract's hard inputs show
+
+CONTRACT_MUTANTS = [
+    ("causal_self_attention", "mask sized by the first axis (the batch when X is [B, T, d])", """
+def causal_self_attention(X, W_Q, W_K, W_V):
+    Q, K, V = X @ W_Q, X @ W_K, X @ W_V
+    s = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
+    T = X.shape[0]
+    return masked_softmax(s, causal_mask(T)) @ V
+"""),
+    ("masked_softmax", "no shift (exp of the raw visible scores)", """
+def masked_softmax(scores, mask):
+    e = np.where(mask, np.exp(np.where(mask, scores, 0.0)), 0.0)
+    total = e.sum(axis=-1, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+"""),
+]
+
+
+@pytest.mark.parametrize("grade, name, source", CONTRACT_MUTANTS, ids=[c[1] for c in CONTRACT_MUTANTS])
+def test_hidden_tests_reject_mistakes_only_hard_inputs_show(grade, name, source):
+    for _ in range(3):  # on every draw
+        assert_rejected(HIDDEN[grade], mutant(LESSON, grade, source))

@@ -516,3 +516,19 @@ def test_visible_kv_check_accepts_an_object_with_only_the_named_attributes():
 def test_missing_output_projection_is_named_from_its_shape():
     no_projection = mutant(LESSON, "multi_head_attention", MHA_MUTANTS["no output projection"])
     assert "output projection" in assert_rejected(visible.multi_head_attention, no_projection)
+
+
+# ---------------------------------------------------------------- issue 8: mistakes only the contract's hard inputs show
+
+def test_hidden_kv_test_rejects_d_head_derived_from_fields_the_exercise_does_not_name():
+    derived = """
+def kv_cache_bytes_per_token(config, bytes_per_element):
+    return 2 * config.n_layers * config.n_kv_heads * (config.d_model // config.n_heads) * bytes_per_element
+"""
+    for _ in range(3):
+        assert_rejected(hidden.kv_cache_bytes_per_token, mutant(LESSON, "kv_cache_bytes_per_token", derived))
+
+
+def test_hidden_mha_test_rejects_a_scale_by_the_model_width_on_every_draw():
+    for _ in range(3):
+        assert_rejected(hidden.multi_head_attention, mutant(LESSON, "multi_head_attention", MHA_MUTANTS["scales by sqrt(d_model)"]))
