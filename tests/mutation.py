@@ -192,10 +192,15 @@ def _sites(function):
         if isinstance(default, ast.Constant):
             for variant in _const_variants(default.value):
                 yield default, (lambda v=variant: ast.Constant(v)), f"default {default.value!r} -> {variant!r}"
+    parameters = [arg.arg for arg in function.args.args]
     for node in ast.walk(function):
         if id(node) in skipped or node is function:
             continue
         line = getattr(node, "lineno", "?")
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in parameters:
+            for other in parameters:  # one input used in place of another (keys for values, W_K for W_Q)
+                if other != node.id:
+                    yield node, (lambda o=other: ast.Name(o, ast.Load())), f"line {line}: {node.id} -> {other}"
         if isinstance(node, ast.Constant) and not isinstance(node.value, str):
             for variant in _const_variants(node.value):
                 yield node, (lambda v=variant: ast.Constant(v)), f"line {line}: constant {node.value!r} -> {variant!r}"
