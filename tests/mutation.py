@@ -53,12 +53,20 @@ GRADED = {
     "qkv.heads.multi_head_attention": ("05", "multi_head_attention"),
     "qkv.heads.grouped_query_attention": ("05", "grouped_query_attention"),
     "qkv.heads.kv_cache_bytes_per_token": ("05", "kv_cache_bytes_per_token"),
+    "qkv.cost.cost_ratio": ("07", "cost_ratio"),
+    "qkv.cost.fit_exponent": ("07", "fit_exponent"),
+    "qkv.cost.attention_step": ("07", "attention_step"),
+    "qkv.cost.append_to_cache": ("07", "append_to_cache"),
+    "qkv.cost.chunked_attention": ("07", "chunked_attention"),
+    "qkv.cost.causal_chunked_attention": ("07", "causal_chunked_attention"),
 }
 
 HELPERS = {
     "qkv.scaling.softmax_jacobian": ("_jacobian_of_weights",),
     "qkv.scaling.query_jacobian": ("_jacobian_of_weights",),
     "qkv.heads.grouped_query_attention": ("repeat_kv_heads",),
+    "qkv.cost.chunked_attention": ("_online_softmax_state", "_online_softmax_update"),
+    "qkv.cost.causal_chunked_attention": ("_online_softmax_state", "_online_softmax_update"),
 }
 
 LESSONS = sorted({lesson for lesson, _ in GRADED.values()})
@@ -663,6 +671,42 @@ def _kv_inputs(rng):
     return cases
 
 
+
+def _cost_ratio_inputs(rng):
+    return [((int(a), int(b)), {}) for a, b in rng.integers(1, 50000, size=(8, 2))] + [((1000.0, 250.0), {})]
+
+
+def _fit_inputs(rng):
+    cases = []
+    for n in (2, 3, 5, 8):
+        sizes = np.sort(rng.choice(np.arange(10, 20000), size=n, replace=False)).astype(float)
+        cases.append(((sizes, 2e-6 * sizes ** rng.uniform(0.5, 3) * np.exp(rng.normal(scale=0.3, size=n))), {}))
+    return cases
+
+
+def _step_inputs(rng):
+    cases = []
+    for n_q, n_kv, T in ((6, 2, 5), (6, 3, 1), (4, 4, 3), (4, 1, 6)):
+        cases.append(((_normal(rng, n_q, 1, 4, scale=1.5), _normal(rng, n_kv, T, 4, scale=1.5),
+                       _normal(rng, n_kv, T, 4)), {}))
+    return cases
+
+
+def _append_inputs(rng):
+    return [((_normal(rng, h, T, d), _normal(rng, h, T, e), _normal(rng, h, n, d), _normal(rng, h, n, e)), {})
+            for h, T, n, d, e in ((2, 3, 1, 4, 4), (3, 0, 2, 2, 5), (1, 5, 3, 3, 3))]
+
+
+def _chunked_inputs(rng, causal=False):
+    cases = []
+    for n_q, n_k, chunk in ((3, 10, 1), (4, 10, 3), (5, 10, 5), (2, 10, 10), (3, 10, 14)):
+        n_q = n_k if causal else n_q
+        Q, K, V = _normal(rng, n_q, 4), _normal(rng, n_k, 4, scale=3.0), _normal(rng, n_k, 3)
+        K = K + np.linspace(0, 6, n_k)[:, None] * Q.mean(axis=0)
+        cases.append(((Q, K, V, chunk), {}))
+    return cases
+
+
 EQUIVALENCE_INPUTS = {
     "qkv.attention.softmax": _softmax_inputs,
     "qkv.lookup.hard_lookup": _hard_lookup_inputs,
@@ -690,6 +734,12 @@ EQUIVALENCE_INPUTS = {
     "qkv.heads.multi_head_attention": _mha_inputs,
     "qkv.heads.grouped_query_attention": _gqa_inputs,
     "qkv.heads.kv_cache_bytes_per_token": _kv_inputs,
+    "qkv.cost.cost_ratio": _cost_ratio_inputs,
+    "qkv.cost.fit_exponent": _fit_inputs,
+    "qkv.cost.attention_step": _step_inputs,
+    "qkv.cost.append_to_cache": _append_inputs,
+    "qkv.cost.chunked_attention": _chunked_inputs,
+    "qkv.cost.causal_chunked_attention": lambda rng: _chunked_inputs(rng, causal=True),
 }
 
 

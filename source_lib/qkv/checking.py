@@ -405,7 +405,7 @@ def check_against(student_fn, reference_fn, args=(), kwargs=None, name=None, dia
         return got
     if not isinstance(raw, tuple) or len(raw) != len(outputs):
         raise Hint(f"{shown} returned {describe(raw)}; expected a tuple ({', '.join(outputs)}).")
-    shapes = [np.shape(r) for r in raw]
+    shapes = [_shape_or_none(r) for r in raw]  # a ragged part is reported by _validated below
     wanted = [np.shape(e) for e in expected]
     if shapes != wanted and sorted(map(str, shapes)) == sorted(map(str, wanted)):
         raise Hint(f"{shown} returned parts of shapes {shapes}; expected ({', '.join(outputs)}) of shapes "
@@ -421,6 +421,13 @@ def check_against(student_fn, reference_fn, args=(), kwargs=None, name=None, dia
         _compare(gots[index], np.asarray(expected[index], np.float64), f"{shown}, its {part},",
                  args, kwargs, part_diagnoses, part_checks, rtol, atol, probes.part(index))
     return tuple(gots)
+
+
+def _shape_or_none(value):
+    try:
+        return np.shape(value)
+    except ValueError:
+        return None
 
 
 def _part(mistake_fn, index):
