@@ -4,6 +4,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -134,3 +135,29 @@ def _wait_until_serving(process, runtime, token, log_path, deadline):
             except (OSError, ValueError, KeyError):  # file half-written, or server not answering yet
                 pass
         time.sleep(0.2)
+
+
+CLASS_DATA = ("gradebook.db", "submitted", "autograded", "feedback", "downloaded", ".staged", "__pycache__",
+              "*.csv", "anomalies-*", "items-*")
+
+
+def copy_course(parent):
+    """A copy of the course (autograde/, solutions/, notebooks/) without any class data: what an instructor has
+    after cloning the repository. Returns the copy's autograde/ folder, where nbgrader commands run."""
+    course = pathlib.Path(parent) / "qkv"
+    for folder in ("autograde", "solutions", "notebooks"):
+        shutil.copytree(ROOT / folder, course / folder, ignore=shutil.ignore_patterns(*CLASS_DATA))
+    return course / "autograde"
+
+
+def hand_in(instructor, lesson, student, notebook, name=None):
+    """Put a student's notebook (or raw bytes) where nbgrader collects it, with a fixed submission time."""
+    folder = pathlib.Path(instructor) / "submitted" / student / lesson
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / (name or f"{lesson}.ipynb")
+    if isinstance(notebook, bytes):
+        path.write_bytes(notebook)
+    else:
+        nbformat.write(notebook, path)
+    (folder / "timestamp.txt").write_text("2026-11-29 09:00:00.000000 UTC")
+    return path

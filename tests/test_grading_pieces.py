@@ -47,6 +47,13 @@ def test_wire_carries_qkv_functions_partials_and_value_types_by_name():
     assert wire.decode(wire.encode(shape)) == shape
 
 
+def test_wire_carries_a_random_generator_at_its_exact_state():
+    rng = np.random.default_rng(7)
+    rng.normal(size=3)
+    copy = wire.decode(wire.encode(rng))
+    assert copy is not rng and np.array_equal(copy.normal(size=5), rng.normal(size=5))
+
+
 def test_wire_refuses_what_is_not_plain_data():
     with pytest.raises(wire.WireError):
         wire.encode(lambda x: x)
@@ -221,15 +228,9 @@ def test_without_namespaces_the_isolation_is_reported_partial(monkeypatch):
 def test_partial_isolation_is_named_and_grading_still_exact(tmp_path):
     """Where namespaces are not permitted (forced here): a loud warning, the anomaly in the report, same grade."""
     import csv
-    import shutil
-    course = tmp_path / "qkv"
-    for folder in ("autograde", "solutions", "notebooks"):
-        shutil.copytree(ROOT / folder, course / folder, ignore=shutil.ignore_patterns(
-            "gradebook.db", "submitted", "autograded", "feedback", "__pycache__", "*.csv", "*.html", ".staged"))
-    instructor = course / "autograde"
-    folder = instructor / "submitted" / "alice" / "01-lookup"
-    folder.mkdir(parents=True)
-    nbformat.write(solved_release("01-lookup"), folder / "01-lookup.ipynb")
+    from lessons import copy_course, hand_in
+    instructor = copy_course(tmp_path)
+    hand_in(instructor, "01-lookup", "alice", solved_release("01-lookup"))
     bin_dir = os.path.dirname(sys.executable)
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", QKV_SANDBOX_FORCE_PARTIAL="1")
     for args in (["generate_assignment", "01-lookup", "--force"], ["autograde", "01-lookup"]):

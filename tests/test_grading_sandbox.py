@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import pathlib
-import shutil
 import signal
 import socket
 import subprocess
@@ -22,7 +21,7 @@ import time
 import nbformat
 import pytest
 
-from lessons import ROOT, read, solved_release
+from lessons import ROOT, copy_course, hand_in, solved_release
 
 sys.path.insert(0, str(ROOT / "autograde"))
 from qkv_autograde import sandbox  # noqa: E402
@@ -195,26 +194,14 @@ def _edit_test_cell(nb):
 
 @pytest.fixture(scope="module")
 def graded_class(tmp_path_factory):
-    course = tmp_path_factory.mktemp("course") / "qkv"
-    for folder in ("autograde", "solutions", "notebooks"):
-        shutil.copytree(ROOT / folder, course / folder, ignore=shutil.ignore_patterns(
-            "gradebook.db", "submitted", "autograded", "feedback", "__pycache__", "*.csv", "*.html", ".staged"))
-    instructor = course / "autograde"
+    instructor = copy_course(tmp_path_factory.mktemp("course"))
+    course = instructor.parent
     run("generate_assignment", LESSON, "--force", cwd=instructor)
     listener = Listener()
     students = hostile_class(course, listener.port)
     for student, (content, name, _, _) in students.items():
-        folder = instructor / "submitted" / student / LESSON
-        folder.mkdir(parents=True)
-        path = folder / (name or f"{LESSON}.ipynb")
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            nbformat.write(content, path)
-        (folder / "timestamp.txt").write_text("2026-11-29 09:00:00.000000 UTC")
-    dotted = instructor / "submitted" / ".hidden" / LESSON
-    dotted.mkdir(parents=True)
-    nbformat.write(solved_release(LESSON), dotted / f"{LESSON}.ipynb")
+        hand_in(instructor, LESSON, student, content, name)
+    hand_in(instructor, LESSON, ".hidden", solved_release(LESSON))
     protected = [instructor / "qkv_grading", instructor / "qkv_autograde", instructor / "submitted",
                  course / "solutions", course / "notebooks"]
     before = hashes(*protected) | hashes(instructor / "nbgrader_config.py")
@@ -278,19 +265,12 @@ def test_a_listener_on_this_machine_receives_nothing(graded_class):
 
 
 def test_a_run_killed_half_way_then_rerun_gives_the_same_grades(tmp_path):
-    course = tmp_path / "qkv"
-    for folder in ("autograde", "solutions", "notebooks"):
-        shutil.copytree(ROOT / folder, course / folder, ignore=shutil.ignore_patterns(
-            "gradebook.db", "submitted", "autograded", "feedback", "__pycache__", "*.csv", "*.html", ".staged"))
-    instructor = course / "autograde"
+    instructor = copy_course(tmp_path)
     run("generate_assignment", LESSON, "--force", cwd=instructor)
     expected = {}
     for i, solved in enumerate([None, [], ["hard_lookup", "softmax"], None]):
-        student = f"s{i}"
-        folder = instructor / "submitted" / student / LESSON
-        folder.mkdir(parents=True)
-        nbformat.write(solved_release(LESSON, solved), folder / f"{LESSON}.ipynb")
-        expected[student] = FULL if solved is None else (5 if solved else 0)
+        hand_in(instructor, LESSON, f"s{i}", solved_release(LESSON, solved))
+        expected[f"s{i}"] = FULL if solved is None else (5 if solved else 0)
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", MPLBACKEND="Agg")
     process = subprocess.Popen([str(BIN / "nbgrader"), "autograde", LESSON], cwd=instructor, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
