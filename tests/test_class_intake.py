@@ -301,3 +301,63 @@ def test_the_documented_patterns_read_the_documented_examples():
         info, _ = collector.read(path)
         assert (info["student_id"], info["file_id"]) == expected, path
     assert collector.read("01-lookup.ipynb") == (None, None)
+
+
+GRADESCOPE_METADATA = """\
+submission_111:
+  :submitters:
+  - :name: Alice Liddell
+    :sid: '1001'
+    :email: alice@example.edu
+  :created_at: 2026-11-02 10:00:00.000000000 -08:00
+  :score: 0.0
+submission_222:
+  :submitters:
+  - :name: Bob Group
+    :sid: '1002'
+    :email: bob@example.edu
+  - :name: Carol Group
+    :sid: ''
+    :email: carol@example.edu
+  :created_at: 2026-11-03 09:00:00.000000000 -08:00
+submission_333:
+  :submitters: []
+"""
+
+
+def test_a_gradescope_export_names_students_from_its_metadata(course, tmp_path):
+    export = make_zip(tmp_path / "gradescope.zip", [
+        entry("assignment_9_export/submission_metadata.yml", GRADESCOPE_METADATA.encode()),
+        entry("assignment_9_export/submission_111/01-lookup.ipynb"),
+        entry("assignment_9_export/submission_222/01-lookup.ipynb"),
+        entry("assignment_9_export/submission_333/01-lookup.ipynb"),
+    ])
+    notes = intake.collect(export, course, LESSON)
+    assert submitted(course, "1001") == [f"{LESSON}.ipynb"]
+    # a group submission: each member gets the notebook
+    assert submitted(course, "1002") == submitted(course, "carol@example.edu") == [f"{LESSON}.ipynb"]
+    assert tag_of(course / "submitted" / "carol@example.edu" / LESSON / f"{LESSON}.ipynb") == \
+        "answer = 'assignment_9_export/submission_222/01-lookup.ipynb'"
+    assert names(notes, "1002") == names(notes, "carol@example.edu") == ["group submission"]
+    assert names(notes, "1001") == []
+    # a folder nobody is named for is not guessed from its name
+    assert any(n["name"] == "unexpected file name" and "submission_333" in n["detail"] for n in notes)
+    assert submitted(course, "submission_333") is None
+    assert intake.collect(export, course, LESSON) == notes          # collecting again changes nothing
+
+
+def test_what_intake_collects_is_what_the_grader_stages(course, tmp_path):
+    """The next step (qkv_autograde.submissions.stage) finds every collected notebook, renamed ones included."""
+    from qkv_autograde import submissions
+
+    export = make_zip(tmp_path / "class.zip", [
+        entry("alice_1_2_01-lookup.ipynb"),
+        entry("bob_3_4_Untitled.ipynb"),                 # a name the release does not have: graded, flagged
+        entry("Lesson 1_carol_attempt_2026-11-05-10-00-00_01-lookup.ipynb"),
+    ])
+    notes = intake.collect(export, course, LESSON)
+    assert [(n["student"], n["name"]) for n in notes] == [("bob", "unexpected file name")]
+    staged = submissions.stage(str(course), "submitted", LESSON, [LESSON], str(course.parent / "notebooks" / LESSON))
+    assert [(s.student, s.notebook, [a["name"] for a in s.anomalies]) for s in staged] == [
+        ("alice", LESSON, []), ("bob", LESSON, ["renamed file"]), ("carol", LESSON, [])]
+    assert (course / ".staged" / "carol" / LESSON / "timestamp.txt").read_text().startswith("2026-11-05 10:00:00")

@@ -10,8 +10,10 @@ inside it, folders inside it), or a folder, and runs nbgrader's own `zip_collect
   relative to the unpacked folder, with the first of `SubmissionCollector.named_regexps` that matches
   (nbgrader's `named_regexp`, when set, is tried first). `{lesson}` in a pattern stands for the lesson's name.
 
-The patterns, in the order they are tried (a path uses `/`, whatever the system):
+The patterns, in the order they are tried (a path uses `/`, whatever the system), after Gradescope's metadata:
 
+    Gradescope  submission_<id>/.../<notebook>.ipynb, the student named in the export's submission_metadata.yml
+                (`:sid:`, else `:email:`, else `:name:`; each member of a group gets a copy)
     Blackboard  .../<anything>_<student>_attempt_<YYYY-MM-DD-HH-MM-SS>_<notebook>.ipynb
     Canvas      .../<student>_[late_]<user id>_<submission id>_<notebook>.ipynb
                 (also a Canvas-named folder or zip holding the notebook: <student>_<uid>_<sid>_<name>/.../<notebook>)
@@ -19,9 +21,9 @@ The patterns, in the order they are tried (a path uses `/`, whatever the system)
     Moodle      .../<Full Name>_<id>_assignsubmission_file_/.../<notebook>.ipynb
     Folder      .../<student>/<lesson>/<sub>/.../<notebook>.ipynb   (noted as a nested folder), else
                 .../<student>/<notebook>.ipynb  or  .../<student>/<lesson>/<notebook>.ipynb
-                (the shape of nbgrader's submitted/ and of a zip of it; the student is the folder that holds
-                the notebook or its <lesson>/ folder, so keep each student's notebooks directly in it;
-                a Gradescope export reads as submission_<id>/<notebook>.ipynb, student "submission_<id>")
+                (nbgrader's submitted/ shape, zipped whole or not; the student is the folder that holds the
+                notebook or its <lesson>/ folder, so a notebook in a subfolder of a student's folder other than
+                <lesson>/ is read as that subfolder's: keep each student's notebooks directly in their folder)
 
 A notebook saved under another name (`01-lookup-1.ipynb`, Canvas's mark of a resubmission, `-Copy1`, ` (1)`) is
 collected under the released name. Several notebooks of one student for one released notebook: the newest wins,
@@ -56,6 +58,7 @@ FOLDER = r"(?:.*/)?(?!{lesson}/)(?P<student_id>[^/]+)/(?:{lesson}/)?(?P<file_id>
 PATTERNS = [BLACKBOARD, CANVAS, MOODLE, NESTED_FOLDER, FOLDER]
 
 ARCHIVES = (".zip",)
+GRADESCOPE_METADATA = "submission_metadata.yml"
 IGNORED_PARTS = ("__MACOSX", ".ipynb_checkpoints", "__pycache__")
 RENAMED = re.compile(r"(?:-\d+|-Copy\d*| ?\(\d+\))$")  # Canvas resubmission, Jupyter's copy, a browser's second download
 MAX_DEPTH = 3                # a zip in a zip in a zip
@@ -183,10 +186,12 @@ class SubmissionCollector(FileNameCollectorPlugin):
     named_regexps = List(Unicode(), default_value=PATTERNS,
                          help="Patterns tried in order after named_regexp; `{lesson}` is the lesson's name.").tag(config=True)
 
-    def __init__(self, extracted_root, lesson, released, dates, **kw):
+    def __init__(self, extracted_root, lesson, released, dates, gradescope=None, **kw):
         super().__init__(**kw)
         self.extracted_root, self.lesson, self.released, self.dates = extracted_root, lesson, released, dates
+        self.gradescope = gradescope or {}  # folder (relative, with /) -> {"students": [...], "created": datetime}
         self.notes = []
+        self.extra = []
         self.plan = None
 
     def patterns(self):
@@ -206,43 +211,50 @@ class SubmissionCollector(FileNameCollectorPlugin):
             self.plan = self._make_plan()
         return self.plan.get(os.path.realpath(submitted_file))
 
+    def whose(self, rel):
+        """[{student_id, file_id, ...}] for one unpacked file: a Gradescope folder's submitters, else the patterns.
+
+        None for a file of a Gradescope folder that names no submitter (already noted with the metadata)."""
+        parts = rel.split("/")
+        for depth in range(len(parts) - 1, 0, -1):
+            folder = "/".join(parts[:depth])
+            if folder in self.gradescope:
+                meta = self.gradescope[folder]
+                if not meta["students"]:
+                    return None
+                nested = "/".join(parts[depth:-1])
+                return [{"student_id": student, "file_id": parts[-1], "nested": nested or None,
+                         "created": meta["created"], "group": meta["students"]} for student in meta["students"]]
+        info, _ = self.read(rel)
+        return [info] if info else []
+
     def _make_plan(self):
         chosen, candidates = {}, {}
+        self.extra = []  # (path, collected) of a Gradescope group's further members: copied after nbgrader's run
         for root, folders, files in os.walk(self.extracted_root):
             folders.sort()
             for name in sorted(files):
                 path = os.path.join(root, name)
                 rel = os.path.relpath(path, self.extracted_root).replace(os.sep, "/")
                 parts = rel.split("/")
-                if _ignored(parts):
+                if _ignored(parts) or name == GRADESCOPE_METADATA:
                     continue
                 if os.path.islink(path):
                     self.notes.append(note("", "unsafe path", f"{rel} is a symbolic link; skipped"))
                     continue
-                if os.path.splitext(name)[1] not in self.valid_ext:
-                    info, _ = self.read(rel)
-                    self.notes.append(note(info["student_id"] if info else "", "not a notebook", f"{rel}; skipped"))
+                infos = self.whose(rel)
+                if infos is None:
                     continue
-                info, _ = self.read(rel)
-                if info is None:
+                if os.path.splitext(name)[1] not in self.valid_ext:
+                    self.notes.append(note(infos[0]["student_id"] if infos else "", "not a notebook", f"{rel}; skipped"))
+                    continue
+                if not infos:
                     self.notes.append(note("", "unexpected file name",
                                            f"{rel}: matches none of the file name patterns, so whose it is is "
                                            f"unknown; skipped (see qkv_autograde/intake.py)"))
                     continue
-                student = info["student_id"]
-                if student in (".", "..") or "/" in student or "\\" in student or not student.strip():
-                    self.notes.append(note("", "unsafe path", f"{rel}: student id {student!r} refused; skipped"))
-                    continue
-                notebook = self._notebook_name(info["file_id"])
-                if notebook != os.path.splitext(info["file_id"])[0]:
-                    self.notes.append(note(student, "unexpected file name", f"{rel} collected as {notebook}.ipynb"))
-                elif self.released and notebook not in self.released:
-                    self.notes.append(note(student, "unexpected file name",
-                                           f"{rel}: {self.lesson} has no notebook of that name "
-                                           f"(expected {', '.join(f'{n}.ipynb' for n in sorted(self.released))})"))
-                if info.get("nested"):
-                    self.notes.append(note(student, "nested folder", f"{rel}: found inside {info['nested']}/"))
-                candidates.setdefault((student, notebook), []).append((self._age(path, info), rel, path, info))
+                for info in infos:
+                    self._candidate(candidates, path, rel, info)
         for (student, notebook), found in sorted(candidates.items()):
             by_name = all(named for (named, _, _), _, _, _ in found)
             found.sort(key=lambda c: (c[0][0] if by_name else c[0][1], c[0][2], c[1]))
@@ -256,8 +268,30 @@ class SubmissionCollector(FileNameCollectorPlugin):
             collected = {"student_id": student, "file_id": f"{notebook}.ipynb"}
             if named:
                 collected["timestamp"] = named.isoformat(" ")
-            chosen[os.path.realpath(path)] = collected
+            if os.path.realpath(path) in chosen:
+                self.extra.append((path, collected))
+            else:
+                chosen[os.path.realpath(path)] = collected
         return chosen
+
+    def _candidate(self, candidates, path, rel, info):
+        student = info["student_id"]
+        if student in (".", "..") or "/" in student or "\\" in student or "\x00" in student or not student.strip():
+            self.notes.append(note("", "unsafe path", f"{rel}: student id {student!r} refused; skipped"))
+            return
+        notebook = self._notebook_name(info["file_id"])
+        if notebook != os.path.splitext(info["file_id"])[0]:
+            self.notes.append(note(student, "unexpected file name", f"{rel} collected as {notebook}.ipynb"))
+        elif self.released and notebook not in self.released:
+            self.notes.append(note(student, "unexpected file name",
+                                   f"{rel}: {self.lesson} has no notebook of that name "
+                                   f"(expected {', '.join(f'{n}.ipynb' for n in sorted(self.released))})"))
+        if info.get("nested"):
+            self.notes.append(note(student, "nested folder", f"{rel}: found inside {info['nested']}/"))
+        if len(info.get("group") or ()) > 1:
+            self.notes.append(note(student, "group submission",
+                                   f"{rel}: handed in together by {', '.join(info['group'])}; each gets a copy"))
+        candidates.setdefault((student, notebook), []).append((self._age(path, info), rel, path, info))
 
     def _notebook_name(self, file_id):
         stem = os.path.splitext(file_id)[0]
@@ -269,7 +303,7 @@ class SubmissionCollector(FileNameCollectorPlugin):
     def _age(self, path, info):
         """(time in the name or None, the zip entry's date or the file's, Canvas submission id)."""
         named = _named_time(info.get("timestamp"))
-        dated = self.dates.get(path) or datetime.datetime.fromtimestamp(os.path.getmtime(path)).replace(microsecond=0)
+        dated = info.get("created") or self.dates.get(path) or datetime.datetime.fromtimestamp(os.path.getmtime(path)).replace(microsecond=0)
         return named, dated, int(info.get("submission_id") or 0)
 
 
@@ -364,17 +398,84 @@ def _collect(source, course_root, lesson):
         extractor._unzip(os.path.join(archive, top[0]), extracted, os.path.basename(source), depth=1)
     else:
         extractor.extract(archive, extracted)
-    collector = SubmissionCollector(extracted, lesson, released, extractor.dates, parent=app)
+    gradescope, metadata_notes = gradescope_submitters(extracted)
+    collector = SubmissionCollector(extracted, lesson, released, extractor.dates, gradescope, parent=app)
     app.collector_plugin_inst = collector
     collector.plan = collector._make_plan()
-    notes += extractor.notes + collector.notes
-    replaced = _replaced(collector.plan, coursedir, lesson)
+    notes += extractor.notes + metadata_notes + collector.notes
+    everything = list(collector.plan.items()) + collector.extra
+    replaced = _replaced(everything, coursedir, lesson)
     if collector.plan:
         app.process_extracted_files()
+        _copy_group_members(collector, coursedir, lesson, course_root)
     else:
         notes.append(note("", "no submissions", f"no notebook in {os.path.basename(source)} could be collected"))
     notes += replaced
     return notes
+
+
+def _copy_group_members(collector, coursedir, lesson, course_root):
+    """A group's notebook for its members after the first (nbgrader gives each file to one student)."""
+    by_nbgrader = {info["student_id"] for info in collector.plan.values()}
+    cleared = set()
+    for path, info in collector.extra:
+        folder = coursedir.format_path(coursedir.submitted_directory, info["student_id"], lesson)
+        if not _inside(folder, course_root):
+            continue
+        if info["student_id"] not in by_nbgrader and info["student_id"] not in cleared:
+            shutil.rmtree(folder, ignore_errors=True)  # as nbgrader's --force does for the students it collects
+            cleared.add(info["student_id"])
+        os.makedirs(folder, exist_ok=True)
+        shutil.copy(path, os.path.join(folder, info["file_id"]))
+
+
+def gradescope_submitters(extracted):
+    """{folder relative to `extracted`: {"students", "created"}} from Gradescope's submission_metadata.yml files.
+
+    Gradescope exports submission_<id>/ folders and a YAML file naming who handed each in (`:submitters:` with
+    `:sid:`, `:email:`, `:name:`); the student id is the submitter's `:sid:`, else `:email:`, else `:name:`.
+    """
+    import yaml
+    from nbgrader.utils import parse_utc
+
+    found, notes = {}, []
+    for root, folders, files in os.walk(extracted):
+        if GRADESCOPE_METADATA not in files:
+            continue
+        where = os.path.relpath(root, extracted).replace(os.sep, "/")
+        try:
+            with open(os.path.join(root, GRADESCOPE_METADATA), encoding="utf-8") as f:
+                metadata = yaml.safe_load(f)
+            if not isinstance(metadata, dict):
+                raise ValueError("not a mapping of submission folders")
+        except (OSError, ValueError, yaml.YAMLError) as error:
+            notes.append(note("", "unreadable metadata", f"{where}/{GRADESCOPE_METADATA}: {error}"))
+            continue
+        for folder, entry in metadata.items():
+            entry = entry if isinstance(entry, dict) else {}
+            students = []
+            for person in entry.get(":submitters") or []:
+                person = person if isinstance(person, dict) else {}
+                student = next((str(person[k]).strip() for k in (":sid", ":email", ":name") if person.get(k)), "")
+                if student:
+                    students.append(student)
+            try:
+                created = entry.get(":created_at")
+                created = parse_utc(created if isinstance(created, datetime.datetime)
+                                    else dateutil_parse(str(created))) if created else None
+            except (ValueError, OverflowError, TypeError):
+                created = None
+            found[str(folder) if where == "." else f"{where}/{folder}"] = {"students": students, "created": created}
+            if not students:
+                notes.append(note("", "unexpected file name", f"{where}/{folder}: no submitter in {GRADESCOPE_METADATA}; "
+                                                     f"its files are skipped"))
+    return found, notes
+
+
+def dateutil_parse(text):
+    import dateutil.parser
+
+    return dateutil.parser.parse(text)
 
 
 def _quiet_logger():
@@ -414,10 +515,10 @@ def _copy_folder(source, archive):
     return notes
 
 
-def _replaced(plan, coursedir, lesson):
+def _replaced(planned, coursedir, lesson):
     """Students whose earlier collection is about to be replaced by a different file."""
     notes = []
-    for path, info in plan.items():
+    for path, info in planned:
         dest = os.path.join(coursedir.format_path(coursedir.submitted_directory, info["student_id"], lesson),
                             info["file_id"])
         if os.path.isfile(dest):
