@@ -245,8 +245,9 @@ def test_an_unzipped_export_folder_is_collected_without_following_links(course, 
     secret.write_bytes(notebook_bytes("secret"))
     (folder / "eve").mkdir()
     os.symlink(secret, folder / "eve" / "01-lookup.ipynb")
+    make_zip(folder / "dave_5_6_lookup.zip", [entry("01-lookup.ipynb")])  # a student's upload, still zipped
     notes = intake.collect(folder, course, LESSON)
-    assert submitted(course, "alice") == submitted(course, "bob") == [f"{LESSON}.ipynb"]
+    assert submitted(course, "alice") == submitted(course, "bob") == submitted(course, "dave") == [f"{LESSON}.ipynb"]
     assert submitted(course, "eve") is None
     assert [(n["name"], "eve" in n["detail"]) for n in notes] == [("unsafe path", True)]
 
@@ -263,6 +264,27 @@ def test_an_already_collected_submitted_folder_is_only_checked(course, tmp_path)
     assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == before
     assert names(notes, "bob") == ["nested folder", "not a notebook", "unsafe path"]
     assert names(notes, "alice") == []
+
+
+def test_nbgraders_own_archive_folder_is_used_in_place(course, tmp_path):
+    archive = course / "downloaded" / LESSON / "archive"
+    archive.mkdir(parents=True)
+    make_zip(archive / "canvas.zip", [entry("alice_1_2_01-lookup.ipynb")])
+    make_zip(archive / "late.zip", [entry("bob_late_3_4_01-lookup.ipynb")])
+    assert intake.collect(archive, course, LESSON) == []
+    assert submitted(course, "alice") == submitted(course, "bob") == [f"{LESSON}.ipynb"]
+    assert sorted(os.listdir(archive)) == ["canvas.zip", "late.zip"]      # the instructor's downloads untouched
+    assert intake.collect(archive / "canvas.zip", course, LESSON) == []     # one of them, given alone
+    extracted = course / "downloaded" / LESSON / "extracted"
+    assert names(intake.collect(extracted, course, LESSON)) == ["collection failed"]
+
+
+def test_a_student_folder_starting_with_a_dot_is_collected_for_the_grader_to_refuse(course, tmp_path):
+    export = make_zip(tmp_path / "dot.zip", [entry(".hidden/01-lookup.ipynb"), entry("._alice_1_2_01-lookup.ipynb"),
+                                             entry(".DS_Store", b"\x00")])
+    assert intake.collect(export, course, LESSON) == []
+    assert submitted(course, ".hidden") == [f"{LESSON}.ipynb"]   # never dropped: staging names the refusal
+    assert submitted(course, "alice") is None                    # macOS's shadow file is not a submission
 
 
 def test_collecting_again_replaces_and_says_so(course, tmp_path):

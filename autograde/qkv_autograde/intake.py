@@ -31,8 +31,9 @@ by the timestamp in the name when every copy has one, else by the zip entry's da
 the others are listed. Hidden files, `__MACOSX/` and `.ipynb_checkpoints/` are ignored; other non-notebook files
 are skipped. Everything unusual becomes a report entry {"student", "name", "detail"}; bad input never raises.
 
-Work folders (nbgrader's layout): <course_root>/downloaded/<lesson>/archive/ (the export, copied) and
-.../extracted/ (what it unpacked to); both are rebuilt on every collection.
+Work folders (nbgrader's layout): <course_root>/downloaded/<lesson>/extracted/ (what the export unpacked to,
+rebuilt on every collection) and .../archive/ (a folder given as the source is copied there without its links;
+nbgrader's own workflow, exports dropped into archive/, works too: pass that folder as the source).
 """
 import datetime
 import logging
@@ -59,7 +60,9 @@ PATTERNS = [BLACKBOARD, CANVAS, MOODLE, NESTED_FOLDER, FOLDER]
 
 ARCHIVES = (".zip",)
 GRADESCOPE_METADATA = "submission_metadata.yml"
-IGNORED_PARTS = ("__MACOSX", ".ipynb_checkpoints", "__pycache__")
+# what operating systems and Jupyter add to a folder; a student folder starting with a dot is NOT ignored here
+# (the grader refuses it with a reason, see submissions.py)
+IGNORED_PARTS = ("__MACOSX", ".ipynb_checkpoints", "__pycache__", ".DS_Store", ".git", "Thumbs.db", "desktop.ini")
 RENAMED = re.compile(r"(?:-\d+|-Copy\d*| ?\(\d+\))$")  # Canvas resubmission, Jupyter's copy, a browser's second download
 MAX_DEPTH = 3                # a zip in a zip in a zip
 MAX_BYTES = 2 << 30          # everything one export may unpack to
@@ -87,14 +90,15 @@ def _inside(path, root):
 
 
 def _ignored(parts):
-    return any(p.startswith(".") or p in IGNORED_PARTS for p in parts)
+    return any(p in IGNORED_PARTS or p.startswith("._") for p in parts)  # ._name: macOS's AppleDouble shadow
 
 
 class SafeExtractor(ExtractorPlugin):
     """nbgrader's extractor, refusing every entry that would land outside the folder it is unpacked into.
 
-    The export itself is unpacked into `extracted/` directly (so a notebook at its top has no folder that could be
-    mistaken for a student), a zip inside it into a folder named after that zip, as nbgrader does.
+    A zip given as the source is unpacked into `extracted/` directly (so a notebook at its top has no folder that
+    could be mistaken for a student); a zip inside it, or in a folder given as the source, into a folder named
+    after that zip, as nbgrader does (a student's uploaded `alice_1_2_work.zip` keeps the name that says whose).
     """
 
     max_depth = Integer(MAX_DEPTH, help="How many zips deep to unpack.").tag(config=True)
@@ -113,8 +117,8 @@ class SafeExtractor(ExtractorPlugin):
                 path = os.path.join(root, name)
                 rel = os.path.relpath(path, archive_path)
                 target = os.path.normpath(os.path.join(extracted_path, os.path.dirname(rel)))
-                if name.lower().endswith(ARCHIVES):
-                    self._unzip(path, target, rel, depth=1)
+                if name.lower().endswith(ARCHIVES):  # into a folder named after it, as nbgrader does
+                    self._unzip(path, os.path.join(target, os.path.splitext(name)[0]), rel, depth=1)
                 elif not os.path.islink(path) and os.path.isfile(path):
                     os.makedirs(target, exist_ok=True)
                     shutil.copy2(path, os.path.join(target, name))
@@ -348,7 +352,8 @@ def collect(source, course_root, lesson, log=None):
     try:
         notes = _collect(os.path.abspath(str(source)), course_root, lesson)
     except (Exception, SystemExit) as error:  # the report, not a traceback, is how an instructor learns of it
-        log.exception("qkv intake: collecting %s failed", source)
+        log.error("qkv intake: collecting %s failed: %s: %s", source, type(error).__name__, error)
+        log.debug("qkv intake: the failure in full", exc_info=True)
         notes = [note("", "collection failed", f"{type(error).__name__}: {error}")]
     for entry in notes:
         log.warning("qkv intake: %s%s: %s", f"{entry['student']}: " if entry["student"] else "", entry["name"],
@@ -380,24 +385,27 @@ def _collect(source, course_root, lesson):
                           app._format_collect_path(app.extracted_directory))
     if not all(_inside(p, course_root) for p in (work, archive, extracted, submitted)):
         return [note("", "unsafe path", "the course's download or submitted folder lies outside the course")]
-    for folder in (archive, extracted):
-        shutil.rmtree(folder, ignore_errors=True)
-        os.makedirs(folder)
+    # nbgrader's own workflow drops the exports into archive/: then that folder is the source, used in place
+    in_place = os.path.isdir(source) and os.path.realpath(source) == os.path.realpath(archive)
+    if _inside(source, extracted) or (_inside(source, archive) and not in_place and os.path.isdir(source)):
+        return [note("", "collection failed", f"{source} lies in the folder a collection rebuilds; give the export "
+                                              f"itself, or the folder {archive}")]
+    shutil.rmtree(extracted, ignore_errors=True)
+    os.makedirs(extracted)
     notes = []
-    if os.path.isdir(source):
-        notes += _copy_folder(source, archive)
-    else:
-        shutil.copy(source, os.path.join(archive, os.path.basename(source)))
-
-    released = _released(coursedir, lesson)
     extractor = SafeExtractor(parent=app)
     app.extractor_plugin_inst = extractor
-    # the export's own zip is unpacked in place, not into a folder named after the download
-    top = [f for f in os.listdir(archive) if f.lower().endswith(ARCHIVES)]
-    if os.path.isfile(source) and len(top) == 1:
-        extractor._unzip(os.path.join(archive, top[0]), extracted, os.path.basename(source), depth=1)
+    if os.path.isfile(source):
+        # the export's own zip is unpacked straight into extracted/, not into a folder named after the download,
+        # so that a notebook at its top is not read as belonging to a student named like the zip
+        extractor._unzip(source, extracted, os.path.basename(source), depth=1)
     else:
+        if not in_place:
+            shutil.rmtree(archive, ignore_errors=True)
+            os.makedirs(archive)
+            notes += _copy_folder(source, archive)
         extractor.extract(archive, extracted)
+    released = _released(coursedir, lesson)
     gradescope, metadata_notes = gradescope_submitters(extracted)
     collector = SubmissionCollector(extracted, lesson, released, extractor.dates, gradescope, parent=app)
     app.collector_plugin_inst = collector
