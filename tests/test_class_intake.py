@@ -383,3 +383,28 @@ def test_what_intake_collects_is_what_the_grader_stages(course, tmp_path):
     assert [(s.student, s.notebook, [a["name"] for a in s.anomalies]) for s in staged] == [
         ("alice", LESSON, []), ("bob", LESSON, ["renamed file"]), ("carol", LESSON, [])]
     assert (course / ".staged" / "carol" / LESSON / "timestamp.txt").read_text().startswith("2026-11-05 10:00:00")
+
+
+def test_the_stock_zip_collect_command_uses_the_same_plugins(course, tmp_path):
+    """The manual route: nbgrader's own command with the two plugins named on its command line."""
+    import subprocess
+
+    archive = course / "downloaded" / LESSON / "archive"
+    archive.mkdir(parents=True)
+    make_zip(archive / "canvas.zip", [
+        entry("alice_1_2_01-lookup.ipynb", date=(2026, 11, 1, 9, 0, 0)),
+        entry("alice_1_3_01-lookup-1.ipynb", date=(2026, 11, 2, 9, 0, 0)),
+        entry("../../../escape.ipynb"),
+    ])
+    bin_dir = os.path.dirname(sys.executable)
+    run = subprocess.run(
+        [os.path.join(bin_dir, "nbgrader"), "zip_collect", LESSON, "--force",
+         "--extractor=qkv_autograde.intake.SafeExtractor", "--collector=qkv_autograde.intake.SubmissionCollector"],
+        cwd=course, capture_output=True, text=True, timeout=120,
+        # run from the real autograde/, nbgrader's cwd on sys.path makes qkv_autograde importable
+        env={**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+             "PYTHONPATH": str(ROOT / "autograde")})
+    assert run.returncode == 0, run.stderr
+    assert tag_of(course / "submitted" / "alice" / LESSON / f"{LESSON}.ipynb") == "answer = 'alice_1_3_01-lookup-1.ipynb'"
+    assert "duplicate submission" in run.stderr and "unsafe path" in run.stderr
+    assert not (tmp_path / "escape.ipynb").exists() and not (course.parent / "escape.ipynb").exists()

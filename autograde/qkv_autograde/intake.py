@@ -122,6 +122,8 @@ class SafeExtractor(ExtractorPlugin):
                 elif not os.path.islink(path) and os.path.isfile(path):
                     os.makedirs(target, exist_ok=True)
                     shutil.copy2(path, os.path.join(target, name))
+        for entry in self.notes:  # collect() reports these by name; the stock command only has its log
+            self.log.warning("%s: %s", entry["name"], entry["detail"])
 
     def _unzip(self, path, target, shown, depth):
         try:
@@ -185,22 +187,38 @@ class SubmissionCollector(FileNameCollectorPlugin):
 
     nbgrader calls `collect(path)` once per unpacked file; the first call plans the whole folder, so that a copy
     that loses to a newer one is never handed to nbgrader (which stops on duplicates without timestamps).
+    Unlike stock nbgrader, the patterns (`named_regexp` too) see the path relative to extracted/, with `/`.
+
+    `collect()` below passes what it knows; the stock command (`nbgrader zip_collect LESSON
+    --extractor=qkv_autograde.intake.SafeExtractor --collector=qkv_autograde.intake.SubmissionCollector --force`)
+    builds the plugin with only its parent app, and the rest is read from the app's course directory; its
+    notes then go to nbgrader's log (and a Gradescope group's further members get no copy: use `collect()`).
     """
 
     named_regexps = List(Unicode(), default_value=PATTERNS,
                          help="Patterns tried in order after named_regexp; `{lesson}` is the lesson's name.").tag(config=True)
 
-    def __init__(self, extracted_root, lesson, released, dates, gradescope=None, **kw):
+    def __init__(self, extracted_root=None, lesson=None, released=None, dates=None, gradescope=None, **kw):
         super().__init__(**kw)
-        self.extracted_root, self.lesson, self.released, self.dates = extracted_root, lesson, released, dates
-        self.gradescope = gradescope or {}  # folder (relative, with /) -> {"students": [...], "created": datetime}
+        app = self.parent
+        self.standalone = extracted_root is None
+        if self.standalone and app is not None:
+            extracted_root = app._format_collect_path(app.extracted_directory)
+            lesson = app.coursedir.assignment_id
+            released = _released(app.coursedir, lesson)
+        self.extracted_root, self.lesson = extracted_root, lesson or ""
+        self.released, self.dates = set(released or ()), dates or {}
+        self.gradescope = gradescope  # folder (relative, with /) -> {"students": [...], "created": datetime}
         self.notes = []
         self.extra = []
         self.plan = None
+        self._compiled = None
 
     def patterns(self):
-        found = ([self.named_regexp] if self.named_regexp else []) + list(self.named_regexps)
-        return [re.compile(p.replace("{lesson}", re.escape(self.lesson))) for p in found]
+        if self._compiled is None:
+            found = ([self.named_regexp] if self.named_regexp else []) + list(self.named_regexps)
+            self._compiled = [re.compile(p.replace("{lesson}", re.escape(self.lesson))) for p in found]
+        return self._compiled
 
     def read(self, rel):
         """(groupdict, pattern index) of the first pattern matching the relative path, or (None, None)."""
@@ -213,6 +231,10 @@ class SubmissionCollector(FileNameCollectorPlugin):
     def collect(self, submitted_file):
         if self.plan is None:
             self.plan = self._make_plan()
+            if self.standalone:
+                for entry in self.notes:
+                    self.log.warning("%s%s: %s", f"{entry['student']}: " if entry["student"] else "", entry["name"],
+                                     entry["detail"])
         return self.plan.get(os.path.realpath(submitted_file))
 
     def whose(self, rel):
@@ -222,7 +244,7 @@ class SubmissionCollector(FileNameCollectorPlugin):
         parts = rel.split("/")
         for depth in range(len(parts) - 1, 0, -1):
             folder = "/".join(parts[:depth])
-            if folder in self.gradescope:
+            if folder in (self.gradescope or {}):
                 meta = self.gradescope[folder]
                 if not meta["students"]:
                     return None
@@ -233,6 +255,9 @@ class SubmissionCollector(FileNameCollectorPlugin):
         return [info] if info else []
 
     def _make_plan(self):
+        if self.gradescope is None:
+            self.gradescope, found = gradescope_submitters(self.extracted_root)
+            self.notes += found
         chosen, candidates = {}, {}
         self.extra = []  # (path, collected) of a Gradescope group's further members: copied after nbgrader's run
         for root, folders, files in os.walk(self.extracted_root):
