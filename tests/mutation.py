@@ -53,6 +53,14 @@ GRADED = {
     "qkv.heads.multi_head_attention": ("05", "multi_head_attention"),
     "qkv.heads.grouped_query_attention": ("05", "grouped_query_attention"),
     "qkv.heads.kv_cache_bytes_per_token": ("05", "kv_cache_bytes_per_token"),
+    "qkv.sinks.first_token_share": ("06", "first_token_share"),
+    "qkv.sinks.contribution_norms": ("06", "contribution_norms"),
+    "qkv.sinks.occlusion_effects": ("06", "occlusion_effects"),
+    "qkv.sinks.sliding_window_mask": ("06", "sliding_window_mask"),
+    "qkv.sinks.perplexity": ("06", "perplexity"),
+    "qkv.sinks.diagonal_score": ("06", "diagonal_score"),
+    "qkv.sinks.previous_token_score": ("06", "previous_token_score"),
+    "qkv.sinks.induction_score": ("06", "induction_score"),
     "qkv.cost.cost_ratio": ("07", "cost_ratio"),
     "qkv.cost.fit_exponent": ("07", "fit_exponent"),
     "qkv.cost.attention_step": ("07", "attention_step"),
@@ -65,6 +73,7 @@ HELPERS = {
     "qkv.scaling.softmax_jacobian": ("_jacobian_of_weights",),
     "qkv.scaling.query_jacobian": ("_jacobian_of_weights",),
     "qkv.heads.grouped_query_attention": ("repeat_kv_heads",),
+    "qkv.sinks.perplexity": ("token_losses", "log_softmax"),
     "qkv.cost.chunked_attention": ("_online_softmax_state", "_online_softmax_update"),
     "qkv.cost.causal_chunked_attention": ("_online_softmax_state", "_online_softmax_update"),
 }
@@ -707,6 +716,55 @@ def _chunked_inputs(rng, causal=False):
     return cases
 
 
+
+def _layer_weights_inputs(rng, with_period=False):
+    cases = []
+    for H, T in ((1, 2), (2, 4), (3, 6), (4, 8), (2, 10)):
+        scores = _normal(rng, H, T, T, scale=2.0)
+        causal = np.tril(np.ones((T, T), dtype=bool))
+        weights = np.exp(np.where(causal, scores, -np.inf))
+        weights /= weights.sum(axis=-1, keepdims=True)
+        full = np.exp(scores) / np.exp(scores).sum(axis=-1, keepdims=True)
+        for w in (weights, full):
+            if with_period:
+                cases += [((w, T // 2), {})] if T % 2 == 0 else []
+            else:
+                cases.append(((w,), {}))
+    return cases
+
+
+def _contribution_inputs(rng):
+    cases = []
+    for T, d, m in ((1, 2, 3), (3, 4, 2), (5, 2, 6), (4, 3, 3)):
+        w = np.exp(_normal(rng, T))
+        cases.append(((w / w.sum(), _normal(rng, T, d), _normal(rng, d, m)), {}))
+    return cases
+
+
+def _occlusion_inputs(rng):
+    import functools
+    from qkv import sinks
+    cases = []
+    for T, vocab in ((2, 5), (4, 8), (6, 10), (5, 12)):
+        toy = functools.partial(sinks.toy_next_token_logprob, token_values=_normal(rng, vocab, scale=1.5),
+                                decay=float(rng.uniform(0.4, 0.9)))
+        sink = functools.partial(sinks.toy_first_token_logprob, token_values=_normal(rng, vocab), sink_bonus=2.0)
+        cases += [((toy, rng.integers(0, vocab, size=T)), {}), ((sink, list(rng.integers(0, vocab, size=T))), {})]
+    return cases
+
+
+def _window_inputs(rng):
+    return [((T, w, s), {}) for T, w, s in ((1, 1, 0), (5, 2, 1), (6, 3, 2), (7, 1, 3), (8, 8, 0), (9, 2, 0),
+                                            (4, 2, 4), (10, 3, 1))]
+
+
+def _perplexity_inputs(rng):
+    cases = []
+    for T, vocab, shift in ((2, 3, 0.0), (4, 6, 0.0), (6, 9, 800.0), (8, 5, 0.0), (3, 20, 2000.0)):
+        logits = _normal(rng, T, vocab, scale=3.0) + rng.uniform(shift / 2, shift + 1e-9, size=(T, 1))
+        cases.append(((logits, rng.integers(0, vocab, size=T)), {}))
+    return cases
+
 EQUIVALENCE_INPUTS = {
     "qkv.attention.softmax": _softmax_inputs,
     "qkv.lookup.hard_lookup": _hard_lookup_inputs,
@@ -734,6 +792,14 @@ EQUIVALENCE_INPUTS = {
     "qkv.heads.multi_head_attention": _mha_inputs,
     "qkv.heads.grouped_query_attention": _gqa_inputs,
     "qkv.heads.kv_cache_bytes_per_token": _kv_inputs,
+    "qkv.sinks.first_token_share": _layer_weights_inputs,
+    "qkv.sinks.contribution_norms": _contribution_inputs,
+    "qkv.sinks.occlusion_effects": _occlusion_inputs,
+    "qkv.sinks.sliding_window_mask": _window_inputs,
+    "qkv.sinks.perplexity": _perplexity_inputs,
+    "qkv.sinks.diagonal_score": _layer_weights_inputs,
+    "qkv.sinks.previous_token_score": _layer_weights_inputs,
+    "qkv.sinks.induction_score": lambda rng: _layer_weights_inputs(rng, with_period=True),
     "qkv.cost.cost_ratio": _cost_ratio_inputs,
     "qkv.cost.fit_exponent": _fit_inputs,
     "qkv.cost.attention_step": _step_inputs,
