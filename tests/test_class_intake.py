@@ -234,6 +234,22 @@ def test_bad_input_is_a_note_never_a_traceback(course, tmp_path):
     assert names(intake.collect(tmp_path / "notes.pdf", course, LESSON)) == ["not a notebook"]
     empty = make_zip(tmp_path / "empty.zip", [])
     assert names(intake.collect(empty, course, LESSON)) == ["no submissions"]
+    (tmp_path / "empty folder").mkdir()
+    assert names(intake.collect(tmp_path / "empty folder", course, LESSON)) == ["no submissions"]
+
+
+def test_clashing_and_oversized_entries_are_noted(course, tmp_path, monkeypatch):
+    monkeypatch.setattr(intake, "MAX_ENTRY_BYTES", 10_000)
+    export = make_zip(tmp_path / "odd.zip", [
+        entry("alice", b"a file where a folder is needed"),
+        entry("alice/01-lookup.ipynb"),
+        entry("bob/01-lookup.ipynb", b"{" + b" " * 20_000 + b"}"),
+        entry("carol/01-lookup.ipynb"),
+    ])
+    notes = intake.collect(export, course, LESSON)
+    assert ("unreadable entry", "") in {(n["name"], n["student"]) for n in notes}
+    assert any(n["name"] == "too large" and "bob/01-lookup.ipynb" in n["detail"] for n in notes)
+    assert submitted(course, "carol") == [f"{LESSON}.ipynb"] and submitted(course, "bob") is None
 
 
 def test_an_unzipped_export_folder_is_collected_without_following_links(course, tmp_path):
