@@ -41,6 +41,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import zipfile
 
 from nbgrader.plugins import ExtractorPlugin, FileNameCollectorPlugin
@@ -349,12 +350,10 @@ def _named_time(text):
 # ------------------------------------------------------------------------------------------------ the entry point
 
 def _course_config(course_root):
-    """The course's nbgrader_config.py (directories), read without leaving its side effects on this process."""
+    """The course's nbgrader_config.py (its folders), read without growing this process's sys.path or PYTHONPATH."""
     path = os.path.join(course_root, "nbgrader_config.py")
     if not os.path.isfile(path):
         return Config()
-    import sys
-
     saved_path, saved_env = list(sys.path), os.environ.get("PYTHONPATH")
     try:
         return PyFileConfigLoader("nbgrader_config.py", path=course_root).load_config()
