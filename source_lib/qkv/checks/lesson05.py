@@ -200,18 +200,18 @@ def grouped_query_attention(student_gqa):
 # ---------------------------------------------------------------- kv_cache_bytes_per_token
 
 KV_CACHE_MISTAKES = [
-    (lambda c, b: c.n_layers * c.n_kv_heads * c.d_head * b,
+    (lambda c, bytes_per_element: c.n_layers * c.n_kv_heads * c.d_head * bytes_per_element,
      "this is half the answer: the cache keeps a key AND a value for every key/value head (a factor 2)."),
-    (lambda c, b: 2 * c.n_layers * c.n_heads * c.d_head * b,
+    (lambda c, bytes_per_element: 2 * c.n_layers * c.n_heads * c.d_head * bytes_per_element,
      "this counts one cached head per QUERY head; with grouped-query attention only n_kv_heads key/value heads "
      "are computed and kept."),
-    (lambda c, b: c.n_layers * c.n_heads * c.d_head * b,
+    (lambda c, bytes_per_element: c.n_layers * c.n_heads * c.d_head * bytes_per_element,
      "this counts one head per query head and forgets that K and V are both kept (factor 2)."),
-    (lambda c, b: 2 * c.n_layers * c.n_kv_heads * c.d_head,
+    (lambda c, bytes_per_element: 2 * c.n_layers * c.n_kv_heads * c.d_head,
      "this counts numbers, not bytes: multiply by bytes_per_element."),
-    (lambda c, b: 2 * c.n_layers * c.n_kv_heads * c.d_head * b * 8,
+    (lambda c, bytes_per_element: 2 * c.n_layers * c.n_kv_heads * c.d_head * bytes_per_element * 8,
      "this counts bits, not bytes: bytes_per_element is already in bytes."),
-    (lambda c, b: 2 * c.n_kv_heads * c.d_head * b,
+    (lambda c, bytes_per_element: 2 * c.n_kv_heads * c.d_head * bytes_per_element,
      "this is one layer's cache: every layer keeps its own keys and values."),
 ]
 
