@@ -668,7 +668,8 @@ def test_perfect_student_passes_every_hidden_test_and_answer():
     hidden.generation_with_cache(ns["attention_step"], ns["append_to_cache"])
     hidden.answer("context_growth", ns["context_growth"])
     hidden.answer("more_important_reason", ns["more_important_reason"])
-    hidden.answer("smollm2_cache_mib", heads.kv_cache_bytes_per_token(model.load().config, 2) * 8192 / 2**20)
+    hidden.answer("smollm2_cache_mib", ns["smollm2_cache_mib"])
+    assert ns["smollm2_cache_mib"] == heads.kv_cache_bytes_per_token(model.load().config, 2) * 8192 / 2**20
     sizes = [1024, 2048, 4096]
     peaks = [cost.measure_attention(cost.naive_attention, T)[1] for T in sizes]
     hidden.answer("memory_exponent", ns["fit_exponent"](sizes, peaks))
