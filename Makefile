@@ -8,7 +8,7 @@ export PATH := $(BIN):$(PATH)
 export MPLBACKEND ?= Agg
 LESSONS := $(sort $(notdir $(wildcard solutions/[0-9]*)))
 
-.PHONY: install model lab lab-instructor binder-check test browser sandbox release bench clean-class
+.PHONY: install model lab lab-instructor binder-check test browser sandbox release grade bench clean-class
 
 # Versions come from environment.yml only: its pip section is the requirements list.
 $(VENV)/.installed: environment.yml source_lib/pyproject.toml
@@ -63,6 +63,13 @@ browser:
 # bubblewrap, the grader's sandbox for each submission (needs root or sudo; without it grading warns "isolation partial")
 sandbox:
 	bash .ci/install-sandbox
+
+# Instructors: one command from an LMS export to grades, feedback, the anomaly report and the item analysis.
+#   make grade LESSON=01-lookup [SUBMISSIONS=export.zip|folder] [JOBS=n] [SCHEDULER=tcp://host:8786] [FORCE=1]
+grade: install
+	@test -n "$(LESSON)" || { echo "usage: make grade LESSON=01-lookup [SUBMISSIONS=...] [JOBS=n] [SCHEDULER=...]"; exit 2; }
+	cd autograde && $(PY) -m qkv_autograde $(LESSON) $(if $(SUBMISSIONS),--submissions "$(abspath $(SUBMISSIONS))") \
+	  $(if $(JOBS),--jobs $(JOBS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(FORCE),--force)
 
 # notebooks/ is generated from solutions/ by nbgrader; never edit it by hand
 release: $(VENV)/.installed

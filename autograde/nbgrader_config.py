@@ -46,6 +46,12 @@ c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKern
                                       RestoreLockedCells, CheckCellMetadata]
 c.Autograde.autograde_preprocessors = [SandboxedExecute, IgnorePattern, LimitOutput, SaveAutoGrades,
                                        AssignLatePenalties, CheckCellMetadata, RecordAnomalies]
+# `nbgrader zip_collect` (and `make grade SUBMISSIONS=export.zip`) unpacks LMS exports safely and knows their
+# file names (qkv_autograde/intake.py documents the patterns)
+from qkv_autograde.intake import SafeExtractor, SubmissionCollector  # noqa: E402
+c.ZipCollectApp.extractor_plugin = SafeExtractor
+c.ZipCollectApp.collector_plugin = SubmissionCollector
+
 # One wall-clock budget per notebook (the model lessons run a 135M-parameter forward pass on 2 cores), a cap per
 # cell so that one runaway cell cannot take the rest, and a cap per call of a student's function from a test.
 c.SandboxedExecute.budget_seconds = 600

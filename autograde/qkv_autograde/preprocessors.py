@@ -20,7 +20,7 @@ import nbformat
 from nbgrader import utils
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
-from traitlets import Float, Integer
+from traitlets import Bool, Float, Integer
 
 from . import kernel_view, sandbox, student_kernel, verdicts
 
@@ -145,6 +145,9 @@ class RestoreLockedCells(OverwriteCells):
 
 _views = {}
 
+# `%matplotlib inline` keeps this setting: figures are still drawn as objects, but no PNG is made for the output
+NO_FIGURE_PICTURES = "get_ipython().run_line_magic('config', 'InlineBackend.figure_formats = set()')"
+
 
 def library_view(lesson):
     """The kernel's qkv for this lesson, built once per grading process."""
@@ -162,22 +165,29 @@ class SandboxedExecute(NbGraderPreprocessor):
     memory_limit = Integer(2 << 30, help="Address-space limit of the student's kernel, in bytes.").tag(config=True)
     output_limit = Integer(1 << 20, help="Bytes of output kept per cell; the rest is cut with a note.").tag(config=True)
 
+    render_figures = Bool(True, help="Render figures to PNG in the graded notebook (False: faster grading, "
+                                     "feedback without pictures).").tag(config=True)
+
     def preprocess(self, nb, resources):
         nbg = resources["nbgrader"]
         lesson, notebook = nbg["assignment"], nbg["notebook"]
         course = _course(self.config)
         source_path = os.path.join(course.format_path(course.source_directory, ".", lesson), f"{notebook}.ipynb")
-        namespace = verdicts.grader_namespace(nbformat.read(source_path, as_version=4))
+        return self.execute(nb, lesson, nbformat.read(source_path, as_version=4)), resources
+
+    def execute(self, nb, lesson, source_notebook):
+        """The graded notebook: answer cells run in the sandbox, test cells here. Needs no gradebook, so a
+        worker on another machine can do it (parallel.py)."""
+        namespace = verdicts.grader_namespace(source_notebook)
         walls = sandbox.Sandbox((kernel_view.LIBRARY, library_view(lesson)),
-                                limits=sandbox.Limits(memory_bytes=self.memory_limit),
-                                read_only=[_model_cache()])
+                                limits=sandbox.Limits(memory_bytes=self.memory_limit), read_only=[_model_cache()])
         if walls.mode != "bwrap":
             self.log.warning("qkv grader: %s", sandbox.PARTIAL_ISOLATION)
             add_anomaly(nb, "isolation partial", sandbox.PARTIAL_ISOLATION)
         kernel = student_kernel.StudentKernel(
             lambda: sandbox.SandboxedKernelManager(sandbox=walls), budget_seconds=self.budget_seconds,
             cell_seconds=self.cell_timeout, call_seconds=self.call_timeout, output_bytes=self.output_limit,
-            log=self.log)
+            log=self.log, preamble="" if self.render_figures else NO_FIGURE_PICTURES)
         try:
             kernel.start()
             for index, cell in enumerate(nb.cells):
@@ -198,7 +208,8 @@ class SandboxedExecute(NbGraderPreprocessor):
         for name, detail in kernel.events:
             add_anomaly(nb, name, detail)
         nb.metadata.setdefault("qkv", {})["isolation"] = walls.mode
-        return nb, resources
+        self.kernel_cpu_seconds = kernel.kernel_cpu_seconds
+        return nb
 
 
 def _explain_withheld(cell):

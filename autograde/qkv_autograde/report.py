@@ -18,6 +18,9 @@ def rows(course_root, db_url, lesson, staged, autograded="autograded", extra=Non
     found = {}
     for entry in staged:
         found.setdefault((entry.student, entry.notebook), list(entry.anomalies))
+    for student in extra:  # notes about a student nothing was staged for (or about the export as a whole: "")
+        if not any(key[0] == student for key in found):
+            found[(student, "")] = []
     with Gradebook(db_url) as gb:
         for (student, notebook), notes in sorted(found.items()):
             path = os.path.join(course_root, autograded, student, lesson, f"{notebook}.ipynb")
@@ -30,7 +33,7 @@ def rows(course_root, db_url, lesson, staged, autograded="autograded", extra=Non
                     notes.append({"name": "not graded", "detail": "the autograded notebook has no completion stamp"})
             elif notebook and not any(a["name"] == "missing notebook" for a in notes):
                 notes.append({"name": "not graded", "detail": "grading stopped with an error: see nbgrader's log"})
-            notes += extra.get(student, [])
+            notes += [e for e in extra.get(student, []) if e not in notes]
             score, max_score = "", ""
             if notebook:
                 try:
@@ -54,7 +57,7 @@ def write(course_root, db_url, lesson, staged, extra=None):
                           " | ".join(f"{a['name']}: {a['detail']}" for a in row["anomalies"])])
     flagged = sum(bool(r["anomalies"]) for r in table)
     body = "".join(
-        f"<tr{' class=flag' if r['anomalies'] else ''}><td>{html.escape(r['student'])}</td>"
+        f"<tr{' class=flag' if r['anomalies'] else ''}><td>{html.escape(r['student'] or '(the export)')}</td>"
         f"<td>{html.escape(r['notebook'])}</td><td>{r['score']}</td><td>{r['max_score']}</td><td><ul>"
         + "".join(f"<li><b>{html.escape(a['name'])}</b>: {html.escape(a['detail'])}</li>" for a in r["anomalies"])
         + "</ul></td></tr>" for r in table)

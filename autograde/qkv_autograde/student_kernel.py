@@ -82,8 +82,9 @@ class StudentKernel:
     RPC_INDEX = -1  # a scratch cell: calls are not cells of the notebook
 
     def __init__(self, make_kernel_manager, budget_seconds=600, cell_seconds=300, call_seconds=60,
-                 output_bytes=1 << 20, call_output_bytes=64 << 20, startup_seconds=120, log=None):
+                 output_bytes=1 << 20, call_output_bytes=64 << 20, startup_seconds=120, log=None, preamble=""):
         self.make_kernel_manager = make_kernel_manager
+        self.preamble = preamble    # grader's set-up run in every fresh kernel before the notebook's cells
         self.deadline = time.monotonic() + budget_seconds
         self.budget_seconds = budget_seconds
         self.cell_seconds, self.call_seconds, self.startup_seconds = cell_seconds, call_seconds, startup_seconds
@@ -93,6 +94,7 @@ class StudentKernel:
         self.ran = []               # sources of the notebook cells that ran to the end, for replays
         self.client = None
         self.generation = 0         # bumped at each restart: handles from an older kernel are gone
+        self.kernel_cpu_seconds = 0.0  # the sandbox's processes are not our waited-for children: counted by hand
 
     # ------------------------------------------------------------ life cycle
 
@@ -105,12 +107,17 @@ class StudentKernel:
         # what the kernel writes to its own stdout/stderr (banners, os.write(1, ...)) is no business of the grader's
         self.client.start_new_kernel(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.client.start_new_kernel_client()
+        if self.preamble:
+            self._execute(nbformat.v4.new_code_cell(self.preamble), self.RPC_INDEX, self.cell_seconds,
+                          store_history=False)
 
     def close(self):
         if self.client is None:
             return
         km = self.client.km
         pid = getattr(getattr(km, "provisioner", None), "pid", None)
+        if pid:
+            self.kernel_cpu_seconds += process_tree_cpu_seconds(pid)
         try:
             self.client._cleanup_kernel()
         except Exception:
@@ -244,6 +251,28 @@ class StudentKernel:
         if "missing" in answer:
             raise KeyError(name)
         return self.decode(answer["value"])
+
+
+def process_tree_cpu_seconds(root):
+    """CPU seconds used so far by `root` and every live process below it (Linux /proc)."""
+    children, cpu = {}, {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    total, stack = 0.0, [root]
+    while stack:
+        pid = stack.pop()
+        total += cpu.get(pid, 0.0)
+        stack += children.get(pid, [])
+    return total
 
 
 def _stand_in(kernel, handle, generation):

@@ -1,0 +1,3 @@
+from .grade_class import main
+
+main()

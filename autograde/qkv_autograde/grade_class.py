@@ -1,0 +1,219 @@
+"""`make grade LESSON=01-lookup`: from what an instructor downloads to what they upload, in one command.
+
+    python -m qkv_autograde LESSON [--submissions export.zip|folder] [--jobs N] [--scheduler tcp://HOST:8786] [--force]
+
+run in autograde/ (make grade does that). Steps: collect an LMS export into submitted/ (intake.py, with nbgrader's
+zip_collect), grade every pending submission in parallel (parallel.py; locally one worker per core, or on a Dask
+cluster with --scheduler or $DASK_SCHEDULER), write feedback, export grades.csv, and write the anomaly report and
+the item analysis. Rerunning grades only what is missing or half-done; a finished class is a no-op without --force.
+"""
+import argparse
+import concurrent.futures
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+import time
+import warnings
+
+import nbformat
+from tqdm import tqdm
+
+from . import parallel, report, submissions
+from .converter import completely_graded
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def default_jobs():
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+class LocalWorkers:
+    """Worker processes on this machine, each warmed once for the lesson."""
+
+    def __init__(self, jobs, lesson):
+        self.pool = concurrent.futures.ProcessPoolExecutor(
+            max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+            initializer=parallel.warm_up, initargs=(lesson,))
+
+    def submit(self, fn, *args):
+        return self.pool.submit(fn, *args)
+
+    def close(self):
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+class DaskWorkers:
+    """The same jobs on a Dask distributed cluster; results come back here, the only writer of the gradebook."""
+
+    def __init__(self, address, lesson):
+        from dask.distributed import Client
+
+        self.client = address if not isinstance(address, str) else Client(address)
+        self.client.run(parallel.warm_up, lesson)
+
+    def submit(self, fn, *args):
+        return self.client.submit(fn, *args, pure=False)
+
+    def close(self):
+        pass  # the cluster belongs to whoever started it
+
+
+def _nbgrader_app(lesson, force, log_level="WARN"):
+    from nbgrader.apps.autogradeapp import AutogradeApp
+
+    app = AutogradeApp()
+    app.initialize([lesson, f"--log-level={log_level}"] + (["--force"] if force else []))
+    chain = list(app.config.Autograde.autograde_preprocessors)
+    app.config.Autograde.autograde_preprocessors = [
+        parallel.PooledExecute if getattr(p, "__name__", "") == "SandboxedExecute" else p for p in chain]
+    return app
+
+
+def _sanitized(app, lesson, student, notebook, path):
+    """The notebook exactly as nbgrader's sanitize step will hand it to the execute step."""
+    nb = nbformat.read(path, as_version=4)
+    resources = {"nbgrader": {"student": student, "assignment": lesson, "notebook": notebook,
+                              "db_url": app.coursedir.db_url}}
+    for step in app.config.Autograde.sanitize_preprocessors:
+        nb, resources = step(config=app.config)(nb, resources)
+    return nb
+
+
+def prefetch(app, lesson, workers, force, bar, regrade=()):
+    """Stage every submission and send each pending one to a worker; returns (students sent, staging entries).
+    `regrade`: students whose submission was collected again, graded anew even if graded before."""
+    course = app.coursedir
+    release = course.format_path(course.release_directory, ".", lesson)
+    names = sorted(os.path.splitext(f)[0] for f in os.listdir(release) if f.endswith(".ipynb"))
+    source = {n: nbformat.writes(nbformat.read(os.path.join(course.format_path(course.source_directory, ".", lesson),
+                                                            f"{n}.ipynb"), as_version=4)) for n in names}
+    settings = parallel.settings_of(app.config)
+    sent = []
+    staged_entries = submissions.stage(course.root, course.submitted_directory, lesson, names, release,
+                                       course.student_id)
+    for entry in staged_entries:
+        staged = os.path.join(course.root, submissions.STAGED, entry.student, lesson, f"{entry.notebook}.ipynb")
+        graded = os.path.join(course.format_path(course.autograded_directory, entry.student, lesson))
+        if entry.student in regrade and os.path.isdir(graded):
+            shutil.rmtree(graded)  # nbgrader regrades a submission whose graded copy is missing
+        if entry.refused or not os.path.exists(staged) or (not force and completely_graded(graded)):
+            continue
+        nb = _sanitized(app, lesson, entry.student, entry.notebook, staged)
+        future = workers.submit(parallel.execute_submission, lesson, nbformat.writes(nb), source[entry.notebook],
+                                settings)
+        future.add_done_callback(lambda _: bar.update())
+        parallel.PENDING[(entry.student, entry.notebook)] = parallel.Pending(parallel.fingerprint(nb), future)
+        sent.append(entry.student)
+    bar.total = len(sent)
+    bar.refresh()
+    return sent, staged_entries
+
+
+def _nbgrader(*args):
+    return subprocess.run([os.path.join(os.path.dirname(sys.executable), "nbgrader"), *args, "--log-level=WARN"],
+                          capture_output=True, text=True)
+
+
+def _ensure_assignment(lesson):
+    """nbgrader grades only assignments its gradebook knows: a fresh course gets the lesson released first."""
+    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=HERE).load_config()
+    try:
+        with Gradebook(CourseDirectory(config=config).db_url) as gb:
+            gb.find_assignment(lesson)
+            return
+    except MissingEntry:
+        pass
+    done = _nbgrader("generate_assignment", lesson, "--force")
+    if done.returncode != 0:
+        raise SystemExit(f"could not prepare {lesson} for grading:\n{done.stderr[-2000:]}")
+
+
+def feedback(lesson, students, jobs, force):
+    """generate_feedback for the students just graded, split over `jobs` processes (each reads the gradebook and
+    writes only its own students' folders)."""
+    groups = [students[k::jobs] for k in range(min(jobs, len(students)))]
+    extra = ["--force"] if force else []
+
+    def run(group):
+        others = sorted(set(students) - set(group))
+        return _nbgrader("generate_feedback", lesson, *extra,
+                         *([f"--CourseDirectory.student_id_exclude={','.join(others)}"] if others else []))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(groups) or 1) as pool:
+        return [r for r in pool.map(run, groups) if r.returncode != 0]
+
+
+def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False, out=sys.stdout):
+    os.chdir(HERE)
+    warnings.filterwarnings("ignore", module="nbgrader")  # nbgrader's own SQLAlchemy session warnings, not ours
+    started = time.monotonic()
+    notes = []
+    if submissions_path:
+        from . import intake
+        notes = intake.collect(submissions_path, HERE, lesson)
+    jobs = jobs or default_jobs()
+    _ensure_assignment(lesson)
+    app = _nbgrader_app(lesson, force)
+    scheduler = scheduler or os.environ.get("DASK_SCHEDULER")
+    workers = DaskWorkers(scheduler, lesson) if scheduler else LocalWorkers(jobs, lesson)
+    parallel.PENDING.clear()
+    parallel.MEASUREMENTS.clear()
+    bar = tqdm(total=0, unit="submission", desc=f"grading {lesson}", file=sys.stderr, dynamic_ncols=True)
+    try:
+        sent, staged = prefetch(app, lesson, workers, force, bar,
+                        regrade={n["student"] for n in notes if n["name"] == "collected again"})
+        app.start()
+    finally:
+        bar.close()
+        workers.close()
+    if notes:  # the intake's notes join the anomaly report the grading run wrote
+        by_student = {}
+        for n in notes:
+            by_student.setdefault(n["student"], []).append({"name": n["name"], "detail": n["detail"]})
+        report.write(HERE, app.coursedir.db_url, lesson, staged, by_student)
+    failed_feedback = feedback(lesson, sent, jobs, force) if sent else []
+    _nbgrader("export", "--to", "grades.csv")
+    items = None
+    try:
+        from . import item_analysis
+        items = item_analysis.write(HERE, app.coursedir.db_url, lesson)
+    except ImportError:
+        pass
+    return summary(lesson, sent, notes, failed_feedback, items, time.monotonic() - started, out)
+
+
+def summary(lesson, sent, notes, failed_feedback, items, seconds, out):
+    import csv
+    report = os.path.join(HERE, f"anomalies-{lesson}.csv")
+    rows = list(csv.DictReader(open(report))) if os.path.exists(report) else []
+    flagged = [r for r in rows if r["anomalies"]]
+    measured = parallel.MEASUREMENTS
+    cpu = sum(m["cpu_seconds"] for m in measured) / len(measured) if measured else 0.0
+    lines = [f"{lesson}: graded {len(sent)} submission(s) in {seconds:.0f} s "
+             f"({len(rows) - len(sent)} already graded or refused); {len(flagged)} flagged in the anomaly report.",
+             f"  CPU per submission (worker and its kernel): {cpu:.1f} s" if measured else "",
+             f"  intake notes: {len(notes)}" if notes else "",
+             f"  feedback failed for {len(failed_feedback)} student(s)" if failed_feedback else "",
+             f"  grades:    {os.path.join(HERE, 'grades.csv')}",
+             f"  anomalies: {os.path.join(HERE, f'anomalies-{lesson}.html')}",
+             f"  items:     {items}" if items else "",
+             f"  feedback:  {os.path.join(HERE, 'feedback')}/<student>/{lesson}/"]
+    print("\n".join(line for line in lines if line), file=out)
+    return {"sent": sent, "flagged": flagged, "measurements": list(measured), "seconds": seconds, "notes": notes}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m qkv_autograde", description=__doc__.split("\n\n")[0])
+    parser.add_argument("lesson", help="the assignment, e.g. 01-lookup")
+    parser.add_argument("--submissions", help="an LMS export (.zip) or a folder of submissions to collect first")
+    parser.add_argument("--jobs", type=int, default=None, help=f"local workers (default: one per core, here {default_jobs()})")
+    parser.add_argument("--scheduler", help="a Dask scheduler address (default: $DASK_SCHEDULER; none: local)")
+    parser.add_argument("--force", action="store_true", help="grade again what is already graded")
+    args = parser.parse_args(argv)
+    grade(args.lesson, args.submissions, args.jobs, args.scheduler, args.force)

@@ -1,0 +1,101 @@
+"""A class graded in parallel: workers run the submissions, one coordinating process keeps the books.
+
+The expensive part of grading a submission, running it in its sandbox and judging its test cells, needs no
+gradebook (SandboxedExecute.execute). So the coordinator stages and sanitizes every pending submission exactly as
+nbgrader's converter will, hands them to workers (local processes, one per core, or a Dask cluster), and then
+runs nbgrader's own autograde in-process with `PooledExecute` in place of SandboxedExecute: for each submission
+it takes the worker's result (checking it was computed from the very notebook nbgrader is grading), and nbgrader
+does everything else as usual — scores into the gradebook, late penalties, files. Only this process writes the
+gradebook, so workers never contend on sqlite, and the grades are those of a sequential run of the same grader.
+
+A worker pays its start-up once (numpy, matplotlib, qkv, the lesson's hidden tests, the kernel's view of qkv,
+and SmolLM2's weights for the lessons that run the model in the grader); every submission still gets a fresh
+sandboxed kernel of its own.
+"""
+import dataclasses
+import importlib
+import json
+import os
+import resource
+import time
+
+import nbformat
+
+from . import preprocessors
+
+_warm = set()
+
+
+def warm_up(lesson):
+    """Everything a worker can do once for all the submissions of `lesson`."""
+    if lesson in _warm:
+        return os.getpid()
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot  # noqa: F401
+    for name in ("attention", "lookup", "scaling", "masking", "heads", "checking", "plots", "model"):
+        importlib.import_module(f"qkv.{name}")
+    importlib.import_module(f"qkv_grading.lesson{lesson.split('-')[0]}")
+    importlib.import_module(f"qkv.checks.lesson{lesson.split('-')[0]}")
+    preprocessors.library_view(lesson)
+    if int(lesson.split("-")[0]) >= 5:  # lessons that check the student's attention inside SmolLM2, here
+        from qkv import model
+        model.load()
+    _warm.add(lesson)
+    return os.getpid()
+
+
+def _cpu_seconds():
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def execute_submission(lesson, notebook_json, source_json, settings):
+    """Run one sanitized submission (worker side); returns (graded notebook JSON, measurements)."""
+    warm_up(lesson)
+    started, cpu = time.perf_counter(), _cpu_seconds()
+    executor = preprocessors.SandboxedExecute(**settings)
+    graded = executor.execute(nbformat.reads(notebook_json, as_version=4), lesson,
+                              nbformat.reads(source_json, as_version=4))
+    return nbformat.writes(graded), {
+        "worker": os.getpid(), "wall_seconds": time.perf_counter() - started,
+        "cpu_seconds": _cpu_seconds() - cpu + executor.kernel_cpu_seconds,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def fingerprint(nb):
+    """What a worker's result depends on: the cells' type, text and nbgrader metadata."""
+    return json.dumps([(c.cell_type, c.source, c.metadata.get("nbgrader", {})) for c in nb.cells], sort_keys=True)
+
+
+@dataclasses.dataclass
+class Pending:
+    fingerprint: str
+    future: object
+
+
+PENDING = {}        # (student, notebook) -> Pending, filled by the coordinator before nbgrader runs
+MEASUREMENTS = []   # one dict per submission a worker graded
+
+
+class PooledExecute(preprocessors.SandboxedExecute):
+    """SandboxedExecute that uses the worker's result for this submission, computed from the same notebook."""
+
+    def preprocess(self, nb, resources):
+        nbg = resources["nbgrader"]
+        pending = PENDING.pop((nbg["student"], nbg["notebook"]), None)
+        if pending is not None and pending.fingerprint == fingerprint(nb):
+            graded_json, measured = pending.future.result()
+            MEASUREMENTS.append(dict(measured, student=nbg["student"]))
+            return nbformat.reads(graded_json, as_version=4), resources
+        if pending is not None:
+            self.log.warning("qkv grader: %s changed between staging and grading; grading it here",
+                             nbg["student"])
+        return super().preprocess(nb, resources)
+
+
+def settings_of(config):
+    """The SandboxedExecute settings of this course's config, for workers to use the very same."""
+    section = config.get("SandboxedExecute", {})
+    names = ("budget_seconds", "cell_timeout", "call_timeout", "memory_limit", "output_limit", "render_figures")
+    return {name: section[name] for name in names if name in section}

@@ -1,0 +1,95 @@
+"""Grading a class: README's sequential `nbgrader autograde` against `make grade` (parallel workers), same grader.
+
+Prints wall time of each, the speed-up, CPU seconds per submission (worker plus its sandboxed kernel), peak memory
+per worker, and checks that both give the same grades. Sizes: N01 submissions of lesson 01 (an honest mix of
+perfect, half-done and blank), N05 of lesson 05 (the model lesson). Measured in one run, never asserted.
+
+    python bench/bench_class_grading.py [N01] [N05]
+"""
+import csv
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from lessons import copy_course, hand_in, solved_release  # noqa: E402
+
+BIN = pathlib.Path(sys.executable).parent
+ENV = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", MPLBACKEND="Agg")
+
+
+def a_class(parent, lesson, n):
+    instructor = copy_course(parent)
+    subprocess.run([str(BIN / "nbgrader"), "generate_assignment", lesson, "--force"], cwd=instructor, env=ENV,
+                   check=True, capture_output=True)
+    first = next(c.metadata["nbgrader"]["grade_id"] for c in solved_release(lesson).cells
+                 if c.metadata.get("nbgrader", {}).get("solution"))
+    for i in range(n):
+        solved = [None, None, [first], []][i % 4]  # half perfect, a quarter half-done, a quarter blank
+        hand_in(instructor, lesson, f"student{i:03d}", solved_release(lesson, solved))
+    return instructor
+
+
+def grades(instructor, lesson):
+    subprocess.run([str(BIN / "nbgrader"), "export", "--to", "bench.csv"], cwd=instructor, env=ENV,
+                   capture_output=True, check=True)
+    return {r["student_id"]: float(r["score"]) for r in csv.DictReader((instructor / "bench.csv").open())
+            if r["assignment"] == lesson}
+
+
+def children_cpu():
+    usage = os.times()
+    return usage.children_user + usage.children_system
+
+
+def sequential(lesson, n):
+    with tempfile.TemporaryDirectory() as tmp:
+        instructor = a_class(tmp, lesson, n)
+        started, cpu = time.perf_counter(), children_cpu()
+        subprocess.run([str(BIN / "nbgrader"), "autograde", lesson, "--log-level=ERROR"], cwd=instructor, env=ENV,
+                       check=True, capture_output=True)
+        return time.perf_counter() - started, children_cpu() - cpu, grades(instructor, lesson)
+
+
+def parallel(lesson, n, jobs):
+    with tempfile.TemporaryDirectory() as tmp:
+        instructor = a_class(tmp, lesson, n)
+        started = time.perf_counter()
+        script = ("import json, sys\nfrom qkv_autograde.grade_class import grade\n"
+                  f"r = grade({lesson!r}, jobs={jobs})\n"
+                  "print('MEASURED', json.dumps(r['measurements']))")
+        done = subprocess.run([sys.executable, "-c", script], cwd=instructor, env=ENV, capture_output=True, text=True,
+                              check=True)
+        seconds = time.perf_counter() - started
+        measured = json.loads(done.stdout.split("MEASURED", 1)[1])
+        return seconds, measured, grades(instructor, lesson)
+
+
+def report(lesson, n, jobs):
+    seq_seconds, seq_cpu, seq_grades = sequential(lesson, n)
+    par_seconds, measured, par_grades = parallel(lesson, n, jobs)
+    cpu = [m["cpu_seconds"] for m in measured]
+    rss = {}
+    for m in measured:
+        rss[m["worker"]] = max(rss.get(m["worker"], 0), m["peak_rss_mb"])
+    print(f"{lesson}, {n} submissions, {jobs} workers on {os.cpu_count()} CPUs "
+          f"(load average {os.getloadavg()[0]:.1f}):")
+    print(f"  README's nbgrader autograde (sequential): {seq_seconds:7.1f} s wall, "
+          f"{seq_cpu / n:5.2f} CPU-s per submission")
+    print(f"  make grade (parallel, incl. feedback):    {par_seconds:7.1f} s wall, "
+          f"{sum(cpu) / len(cpu):5.2f} CPU-s per submission (worker + kernel)")
+    print(f"  speed-up {seq_seconds / par_seconds:.2f}x; peak memory per worker "
+          f"{', '.join(f'{v:.0f} MB' for v in rss.values())}; same grades: {seq_grades == par_grades}")
+
+
+if __name__ == "__main__":
+    n01 = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+    n05 = int(sys.argv[2]) if len(sys.argv) > 2 else 6
+    jobs = len(os.sched_getaffinity(0))
+    report("01-lookup", n01, jobs)
+    report("05-heads", n05, jobs)

@@ -1,0 +1,158 @@
+"""`make grade`: a class graded in parallel, on Dask, after a kill, and again, always to the same grades as the
+stock sequential `nbgrader autograde` with the same grader."""
+import csv
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+
+from lessons import ROOT, copy_course, hand_in, solved_release
+
+LESSON = "01-lookup"
+BIN = pathlib.Path(sys.executable).parent
+pytestmark = pytest.mark.grading_class
+FAST = ["--SandboxedExecute.cell_timeout=20", "--SandboxedExecute.call_timeout=10"]
+
+
+def env():
+    return dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", MPLBACKEND="Agg")
+
+
+def a_class(parent):
+    """Honest, half-done, blank, renamed and looping submissions of lesson 01."""
+    instructor = copy_course(parent)
+    subprocess.run([str(BIN / "nbgrader"), "generate_assignment", LESSON, "--force"], cwd=instructor, env=env(),
+                   check=True, capture_output=True)
+    hand_in(instructor, LESSON, "ada", solved_release(LESSON))
+    hand_in(instructor, LESSON, "bo", solved_release(LESSON, []))
+    hand_in(instructor, LESSON, "cy", solved_release(LESSON, ["hard_lookup", "softmax", "answer_lookup_on_miss"]))
+    hand_in(instructor, LESSON, "di", solved_release(LESSON), name="01-lookup-Copy1.ipynb")
+    looping = solved_release(LESSON)
+    for cell in looping.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "soft_lookup_by_temperature":
+            cell.source += "\nwhile True:\n    pass"
+    hand_in(instructor, LESSON, "ed", looping)
+    return instructor
+
+
+def grade_with_make_grade(instructor, *args):
+    # the command README documents, run where make grade runs it
+    return subprocess.run([sys.executable, "-m", "qkv_autograde", LESSON, *args], cwd=instructor, env=env(),
+                          capture_output=True, text=True, timeout=1800)
+
+
+def results(instructor):
+    """Per student: total score, the score of every graded cell, and the anomaly names."""
+    from nbgrader.api import Gradebook
+    out = {}
+    with Gradebook(f"sqlite:///{instructor}/gradebook.db") as gb:
+        for submission in gb.assignment_submissions(LESSON):
+            cells = {g.name: g.score for nb in submission.notebooks for g in nb.grades}
+            out[submission.student_id] = {"score": submission.score, "cells": cells}
+    for row in csv.DictReader((instructor / f"anomalies-{LESSON}.csv").open()):
+        out.setdefault(row["student"], {})["anomalies"] = sorted(set(row["anomalies"].split("; ")) - {""})
+    return out
+
+
+def scores(found):
+    return {student: (r.get("score"), r.get("cells")) for student, r in found.items()}
+
+
+def feedback_verdicts(instructor):
+    """Which test cells each student's feedback page shows as failed (hint text varies with the random draw)."""
+    verdicts = {}
+    for page in sorted((instructor / "feedback").rglob("*.html")):
+        verdicts[page.parts[-3]] = page.read_text().count('class="output_error"') + page.read_text().count("Hint:")
+    return verdicts
+
+
+@pytest.fixture(scope="module")
+def sequential(tmp_path_factory):
+    instructor = a_class(tmp_path_factory.mktemp("sequential"))
+    for args in (["autograde", LESSON, *FAST], ["generate_feedback", LESSON]):
+        done = subprocess.run([str(BIN / "nbgrader"), *args], cwd=instructor, env=env(), capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+    return results(instructor), feedback_verdicts(instructor)
+
+
+def _config(instructor):
+    with open(instructor / "nbgrader_config.py", "a") as f:
+        f.write("\nc.SandboxedExecute.cell_timeout = 20\nc.SandboxedExecute.call_timeout = 10\n")
+
+
+def test_parallel_grades_equal_sequential_grades(sequential, tmp_path):
+    instructor = a_class(tmp_path)
+    _config(instructor)
+    done = grade_with_make_grade(instructor, "--jobs", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert results(instructor) == sequential[0]
+    assert feedback_verdicts(instructor) == sequential[1]
+    assert "graded 5 submission(s)" in done.stdout and (instructor / "grades.csv").exists()
+    again = grade_with_make_grade(instructor, "--jobs", "2")
+    assert again.returncode == 0 and "graded 0 submission(s)" in again.stdout, "a finished class is a no-op"
+    assert results(instructor) == sequential[0]
+
+
+def test_dask_cluster_grades_equal_sequential_grades(sequential, tmp_path):
+    pytest.importorskip("dask.distributed")
+    instructor = a_class(tmp_path)
+    _config(instructor)
+    script = (
+        "import os, sys\n"
+        "from dask.distributed import LocalCluster, Client\n"
+        "if __name__ == '__main__':\n"
+        "    sys.path.insert(0, os.getcwd())\n"
+        "    os.environ['PYTHONPATH'] = os.getcwd() + os.pathsep + os.environ.get('PYTHONPATH', '')\n"
+        "    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:\n"
+        "        from qkv_autograde.grade_class import main\n"
+        f"        main([{LESSON!r}, '--scheduler', cluster.scheduler_address])\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=instructor, env=env(), capture_output=True, text=True,
+                          timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert results(instructor) == sequential[0]
+
+
+def test_killed_then_rerun_grades_only_what_is_missing_and_ends_the_same(sequential, tmp_path):
+    instructor = a_class(tmp_path)
+    _config(instructor)
+    process = subprocess.Popen([sys.executable, "-m", "qkv_autograde", LESSON, "--jobs", "2"], cwd=instructor,
+                               env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 900
+    while not list((instructor / "autograded").glob(f"*/{LESSON}/{LESSON}.ipynb")):
+        assert process.poll() is None and time.monotonic() < deadline, "grading ended before it could be killed"
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    done = grade_with_make_grade(instructor, "--jobs", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert scores(results(instructor)) == scores(sequential[0])
+    rows = [r for r in csv.DictReader((instructor / "grades.csv").open()) if r["assignment"] == LESSON]
+    assert sorted(r["student_id"] for r in rows) == sorted(sequential[0]), "one row per student"
+
+
+def test_an_lms_zip_goes_to_grades_in_one_command(tmp_path):
+    import zipfile
+    instructor = copy_course(tmp_path / "course")
+    subprocess.run([str(BIN / "nbgrader"), "generate_assignment", LESSON, "--force"], cwd=instructor, env=env(),
+                   check=True, capture_output=True)
+    export = tmp_path / "submissions.zip"
+    with zipfile.ZipFile(export, "w") as z:
+        z.writestr(f"ada_1001_2001_{LESSON}.ipynb", nbformat.writes(solved_release(LESSON)))
+        z.writestr(f"bo_1002_2002_{LESSON}.ipynb", nbformat.writes(solved_release(LESSON, ["hard_lookup"])))
+        z.writestr("bo_1002_2002_notes.txt", "not a notebook")
+        z.writestr(f"../../escape_1003_2003_{LESSON}.ipynb", "{}")
+    outside_before = sorted(p.name for p in tmp_path.iterdir())
+    done = grade_with_make_grade(instructor, "--submissions", str(export), "--jobs", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {r["student_id"]: float(r["score"]) for r in csv.DictReader((instructor / "grades.csv").open())
+            if r["assignment"] == LESSON}
+    assert rows == {"ada": 13.0, "bo": 2.0}
+    assert sorted(p.name for p in tmp_path.iterdir()) == outside_before, "nothing written outside the course"
+    report = (instructor / f"anomalies-{LESSON}.csv").read_text()
+    assert "not a notebook" in report and "unsafe path" in report
+    assert (instructor / f"items-{LESSON}.html").stat().st_size > 1000
