@@ -213,6 +213,19 @@ def test_the_sandbox_hides_the_course_and_the_network_and_caps_memory(tmp_path):
     assert out.stdout.split() == ["False", "False", "False", "/home/student", "net-blocked", "memory-capped"], out.stderr
 
 
+@pytest.mark.skipif(not sandbox.bwrap_works(), reason="bubblewrap is not usable on this machine")
+def test_the_sandbox_caps_the_number_of_processes(tmp_path):
+    view = kernel_view.build("01-lookup", str(tmp_path / "view" / "qkv"))
+    walls = sandbox.Sandbox((kernel_view.LIBRARY, view), limits=sandbox.Limits(processes=32))
+    script = ("import subprocess\nstarted = []\ntry:\n    for _ in range(100):\n"
+              "        started.append(subprocess.Popen(['sleep', '5']))\nexcept OSError:\n    pass\nprint(len(started))")
+    try:
+        out = subprocess.run(walls.wrap([sys.executable, "-c", script]), capture_output=True, text=True, timeout=60)
+    finally:
+        walls.cleanup()
+    assert out.stdout.strip() and int(out.stdout) < 32, (out.stdout, out.stderr[-1000:])
+
+
 def test_without_namespaces_the_isolation_is_reported_partial(monkeypatch):
     monkeypatch.setenv("QKV_SANDBOX_FORCE_PARTIAL", "1")
     assert sandbox.isolation() == "rlimits"
@@ -221,7 +234,7 @@ def test_without_namespaces_the_isolation_is_reported_partial(monkeypatch):
         command = walls.wrap(["python", "-c", "pass"])
     finally:
         walls.cleanup()
-    assert command[0] == "prlimit" and "bwrap" not in command and "env" in command
+    assert "prlimit" in command and "bwrap" not in command and "env" in command
     assert "partial" in sandbox.PARTIAL_ISOLATION
 
 

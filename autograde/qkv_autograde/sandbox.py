@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Any, Unicode
@@ -68,6 +69,25 @@ def _matplotlib_font_cache():
     return found
 
 
+PIDS_CGROUP_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup")  # cgroup v1 pids controller, or the v2 hierarchy
+
+
+def _pids_cgroup(limit):
+    """A fresh pids cgroup capped at `limit` processes and threads, or None where none can be made."""
+    for root in PIDS_CGROUP_ROOTS:
+        try:
+            path = tempfile.mkdtemp(prefix="qkv-kernel-", dir=root)
+        except OSError:
+            continue
+        try:
+            with open(os.path.join(path, "pids.max"), "w") as f:
+                f.write(str(limit))
+            return path
+        except OSError:  # no pids controller here
+            os.rmdir(path)
+    return None
+
+
 class Sandbox:
     """One student kernel's walls: a private home, the read-only world, the limits and the socket folder."""
 
@@ -83,6 +103,7 @@ class Sandbox:
         os.chmod(self.connection_dir, 0o700)
         # rlimits mode has no tmpfs: the private folder is a real one, removed afterwards
         self.fallback_home = None if self.mode == "bwrap" else tempfile.mkdtemp(prefix="qkv-student-")
+        self.pids_cgroup = _pids_cgroup(limits.processes)
         self.env = {"PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin", "LANG": "C.UTF-8",
                     "MPLBACKEND": "module://matplotlib_inline.backend_inline", "PYTHONDONTWRITEBYTECODE": "1",
                     "PYDEVD_DISABLE_FILE_VALIDATION": "1", **(env or {})}
@@ -101,10 +122,13 @@ class Sandbox:
         limits = ["prlimit", f"--as={self.limits.memory_bytes}", f"--nproc={self.limits.processes}",
                   f"--fsize={self.limits.file_bytes}", "--core=0",
                   f"--cpu={self.limits.cpu_seconds}:{self.limits.cpu_seconds + 10}", "--"]
+        # RLIMIT_NPROC does not bind root (the grader under CI): a pids cgroup, where one can be made, does
+        enter = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', self.pids_cgroup] if self.pids_cgroup else []
         if self.mode == "rlimits":
             self._prepare_fallback_home()
-            return limits + ["env", "-i", f"--chdir={self.fallback_home}"] + [f"{k}={v}" for k, v in env.items()] + argv
-        return limits + self._bwrap(env) + ["--"] + argv
+            return enter + limits + ["env", "-i", f"--chdir={self.fallback_home}"] + \
+                [f"{k}={v}" for k, v in env.items()] + argv
+        return enter + limits + self._bwrap(env) + ["--"] + argv
 
     def _bwrap(self, env):
         args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
@@ -136,6 +160,13 @@ class Sandbox:
         for folder in (self.connection_dir, self.fallback_home):
             if folder:
                 shutil.rmtree(folder, ignore_errors=True)
+        if self.pids_cgroup:
+            for _ in range(50):  # a cgroup can be removed once its last process has gone
+                try:
+                    os.rmdir(self.pids_cgroup)
+                    break
+                except OSError:
+                    time.sleep(0.1)
 
 
 class SandboxedKernelManager(AsyncKernelManager):
