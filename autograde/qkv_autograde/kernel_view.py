@@ -5,9 +5,10 @@ A copy of the package in which (1) every reference function the lesson grades (i
 student's kernel can compute the right answer with it, and (2) the check modules (qkv.checks.*), which hold
 right answers and mistake catalogues, are empty shells: the checks run in the grader, not in the kernel.
 Earlier lessons' functions are untouched, so the tools a lesson hands out keep working. No bytecode caches
-are copied: a .pyc of the real module would carry the withheld code.
+are copied (a .pyc of the real module would carry the withheld code); the view is compiled from its own sources.
 """
 import ast
+import compileall
 import importlib
 import os
 import shutil
@@ -63,6 +64,8 @@ def build(lesson, destination=None):
                              f"such top-level function")
         with open(path, "w") as f:
             f.write(ast.unparse(ast.fix_missing_locations(tree)))
+    # compiled once here, from the withheld sources: every kernel would otherwise compile them again (read-only)
+    compileall.compile_dir(destination, quiet=1)
     return destination
 
 
