@@ -185,7 +185,7 @@ class StudentKernel:
         limit = max(0.0, min(cap, self.remaining()))
         if limit <= 0:
             return "budget", limit
-        self.client.timeout = limit
+        self.client.timeout = max(1, int(limit))  # nbclient's timeout is a whole number of seconds
         self.client.forget_output_size(index)
         slots = self.client.nb["cells"]  # nbclient writes each cell back into its own notebook by index
         while len(slots) <= max(index, 0):
