@@ -101,3 +101,32 @@ def test_self_study_finds_the_answers_from_a_notebook_folder_of_the_checkout(sel
 def test_binder_launch_switches_self_study_on():
     start = (ROOT / "start").read_text()
     assert "export QKV_SELF_STUDY=1" in start and start.rstrip().endswith('exec "$@"')
+
+
+@pytest.mark.parametrize("mode, answer, expected", [("1", '"a"', "is not right"), ("1", '"c"', "lookup_on_miss: right"),
+                                                    ("", '"a"', "answer recorded")])
+def test_a_student_kernel_on_the_release_notebook(mode, answer, expected, monkeypatch):
+    """End to end, as on Binder: a kernel in notebooks/01-lookup runs the release's import cell, the answer and its
+    check cell; the verdict depends only on QKV_SELF_STUDY."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    folder = ROOT / "notebooks" / "01-lookup"
+    release = nbformat.read(folder / "01-lookup.ipynb", as_version=4)
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in release.cells]
+    answer_cell = release.cells[ids.index("answer_lookup_on_miss")]
+    answer_cell.source = f"lookup_on_miss = {answer}"
+    cells = [c for c in release.cells if c.cell_type == "code"][:1] + [answer_cell,
+                                                                     release.cells[ids.index("test_answer_lookup_on_miss")]]
+    notebook = nbformat.v4.new_notebook(cells=cells, metadata=release.metadata)
+    monkeypatch.setenv("QKV_SELF_STUDY", mode)   # the kernel inherits it, as on Binder from `start`
+    monkeypatch.delenv("QKV_AUTOGRADE", raising=False)
+    client = NotebookClient(notebook, timeout=120, resources={"metadata": {"path": str(folder)}})
+    try:
+        client.execute()
+    except CellExecutionError as error:
+        text = str(error)
+    else:
+        text = "".join(o.get("text", "") for o in notebook.cells[-1].outputs)
+    assert expected in text, text
