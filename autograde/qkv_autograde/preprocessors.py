@@ -179,8 +179,10 @@ class SandboxedExecute(NbGraderPreprocessor):
         """The graded notebook: answer cells run in the sandbox, test cells here. Needs no gradebook, so a
         worker on another machine can do it (parallel.py)."""
         namespace = verdicts.grader_namespace(source_notebook)
+        # the kernel's home is not the grader's, so `~/.cache/qkv` would point elsewhere: name the bound cache
         walls = sandbox.Sandbox((kernel_view.LIBRARY, library_view(lesson)),
-                                limits=sandbox.Limits(memory_bytes=self.memory_limit), read_only=[_model_cache()])
+                                limits=sandbox.Limits(memory_bytes=self.memory_limit), read_only=[_model_cache()],
+                                env={"QKV_CACHE": _model_cache()})
         if walls.mode != "bwrap":
             self.log.warning("qkv grader: %s", sandbox.PARTIAL_ISOLATION)
             add_anomaly(nb, "isolation partial", sandbox.PARTIAL_ISOLATION)
