@@ -87,7 +87,7 @@ def kv_cache(m):
     start = time.perf_counter()
     plain, plain_logits = [], []
     for _ in range(len(cached)):                       # model.generate's loop, keeping the logits it chose from
-        row = model.forward(m, prompt + plain).logits[-1]
+        row = model.forward(m, prompt + plain).logits[-1].copy()   # a view would keep all [T, vocab] logits alive
         plain_logits.append(row)
         plain.append(int(np.argmax(row)))
     without = time.perf_counter() - start

@@ -512,7 +512,7 @@ def generate_with_cache(model, ids_or_text, n_new, attention_step=None, append_t
     new_ids, rows = [], []
     step = forward_step(model, ids, empty_kv_cache(model), attention_step, append_to_cache)
     for _ in range(int(n_new)):
-        rows.append(step.logits[-1])
+        rows.append(step.logits[-1].copy())   # not a view: the prompt's [T, vocab] logits can go
         next_id = int(np.argmax(step.logits[-1]))
         new_ids.append(next_id)
         if next_id == model.config.eos_id or len(new_ids) == int(n_new):
