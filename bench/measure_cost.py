@@ -48,7 +48,6 @@ def wall():
     large = slice(3, None)
     print(f"  fitted on T >= 1024: time ~ T^{cost.fit_exponent(lengths[large], seconds[large]):.2f}, "
           f"peak memory ~ T^{cost.fit_exponent(lengths[large], peaks[large]):.2f}")
-    return dict(zip(lengths, zip(seconds, peaks)))
 
 
 def smollm2_layers(m):
@@ -115,20 +114,21 @@ def kv_cache(m):
               f"{c.context_length} tokens (16-bit)")
 
 
-def online_softmax(naive):
+def online_softmax():
     print("== online softmax at T = 8,192, one head, chunks of 256")
-    naive_s, naive_peak = naive[8192]
+    # measured back to back, so that both see the same load on the machine
+    naive_s, naive_peak = cost.measure_attention(cost.naive_attention, 8192)
     chunked_s, chunked_peak = cost.measure_attention(cost.chunked_attention, 8192, chunk=256)
     print(f"  naive {naive_s:.2f} s, {naive_peak / 2**20:.0f} MiB; chunked {chunked_s:.2f} s, "
           f"{chunked_peak / 2**20:.1f} MiB")
     goal("peak memory chunked / naive", chunked_peak / naive_peak, 0.05)
     goal("time chunked / naive", chunked_s / naive_s, 1.5)
-    Q, K, V = cost.random_qkv(4096, 64, seed=2)
-    start = time.perf_counter(); cost.chunked_attention(Q, K, V, 256); full = time.perf_counter() - start
-    start = time.perf_counter(); _, blocks = cost.causal_chunked_attention(Q, K, V, 256); causal = time.perf_counter() - start
-    computed, grid = cost.causal_block_counts(4096, 256)
-    print(f"  causal at T = 4096: {blocks} of {grid} blocks computed ({computed / grid:.1%}); time causal / all blocks "
-          f"{causal / full:.2f}")
+    for chunk in (256, 512):
+        full = cost.measure_attention(cost.chunked_attention, 4096, chunk=chunk, repeats=2)[0]
+        causal = cost.measure_attention(cost.causal_chunked_attention, 4096, chunk=chunk, repeats=2)[0]
+        computed, grid = cost.causal_block_counts(4096, chunk)
+        print(f"  causal at T = 4096, chunk {chunk}: {computed} of {grid} blocks computed ({computed / grid:.1%}); "
+              f"time causal / all blocks {causal / full:.2f}")
 
 
 def notebook_time():
@@ -148,11 +148,11 @@ def main():
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     m = model.load()
     counting()
-    naive = wall()
+    wall()
     smollm2_layers(m)
     recurrence()
     kv_cache(m)
-    online_softmax(naive)
+    online_softmax()
     if "--no-notebook" not in sys.argv:
         notebook_time()
     print(f"load average after: {os.getloadavg()[0]:.2f}")
