@@ -31,9 +31,15 @@ def test_cgroup_v1_quota_and_unlimited(tmp_path):
 
 def test_usable_cpus_is_capped_by_the_quota_and_never_zero():
     visible = len(os.sched_getaffinity(0))
-    assert threads.usable_cpus(quota=0.5) == 1
-    assert threads.usable_cpus(quota=1.0) == 1
-    assert threads.usable_cpus(quota=1000.0) == visible
+    assert threads.usable_cpus(quota=0.5, load=0.0) == 1
+    assert threads.usable_cpus(quota=1.0, load=0.0) == 1
+    assert threads.usable_cpus(quota=1000.0, load=0.0) == visible
+
+
+def test_a_saturated_machine_gets_one_thread():
+    visible = len(os.sched_getaffinity(0))
+    assert threads.usable_cpus(quota=1000.0, load=visible + 0.5) == 1
+    assert threads.usable_cpus(quota=1000.0, load=visible - 0.5) == visible
 
 
 def test_the_blas_pool_is_limited_unless_the_user_chose(monkeypatch):

@@ -3,7 +3,8 @@
 On Binder (and in many containers) the machine shows many CPUs but a cgroup quota grants about one core.
 OpenBLAS starts one thread per visible CPU, and the threads then wait on each other: measured under load, a
 32-token SmolLM2 forward took 171 ms with one thread and 356 ms with two (issue 12). `import qkv` therefore
-limits the BLAS pool to the quota, unless the user chose a thread count in the environment.
+limits the BLAS pool to the quota (to 1 on a saturated machine), unless the user chose a thread count in the
+environment.
 """
 import math
 import os
@@ -50,14 +51,25 @@ def _v1_quota(folder):
         return None
 
 
-def usable_cpus(quota=None):
-    """Whole CPUs this process may keep busy: its CPU affinity, capped by the cgroup quota (at least 1)."""
+def usable_cpus(quota=None, load=None):
+    """Whole CPUs this process may keep busy: its CPU affinity, capped by the cgroup quota (at least 1).
+
+    And 1 when the machine is already saturated (1-minute load average >= those CPUs): BLAS threads then
+    spin waiting for each other. Measured on the 2-core course machine at load 11: lesson 05 ran in 16 s
+    with one thread and 50 s with two (bench/bench_threads.py, bench/bench_notebooks.py).
+    """
     try:
         visible = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         visible = os.cpu_count() or 1
     quota = cgroup_cpu_quota() if quota is None else quota
-    return max(1, min(visible, math.floor(quota + 1e-9))) if quota else max(1, visible)
+    cpus = max(1, min(visible, math.floor(quota + 1e-9))) if quota else max(1, visible)
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = 0.0
+    return 1 if load >= cpus else cpus
 
 
 def match_blas_threads(environ=os.environ):
