@@ -144,6 +144,7 @@ class RestoreLockedCells(OverwriteCells):
 # ---------------------------------------------------------------- autograde
 
 _views = {}
+RELEASED_LESSONS = os.path.join(os.path.dirname(os.path.dirname(kernel_view.LIBRARY)), "notebooks")
 
 # `%matplotlib inline` keeps this setting: figures are still drawn as objects, but no PNG is made for the output
 NO_FIGURE_PICTURES = "get_ipython().run_line_magic('config', 'InlineBackend.figure_formats = set()')"
@@ -179,10 +180,11 @@ class SandboxedExecute(NbGraderPreprocessor):
         """The graded notebook: answer cells run in the sandbox, test cells here. Needs no gradebook, so a
         worker on another machine can do it (parallel.py)."""
         namespace = verdicts.grader_namespace(source_notebook)
-        # the kernel's home is not the grader's, so `~/.cache/qkv` would point elsewhere: name the bound cache
+        # read-only extras: the model's verified weights (named by QKV_CACHE: the kernel's home is not the grader's),
+        # and the released lessons, what every student has (lesson 06 measures a perplexity on the course's text)
         walls = sandbox.Sandbox((kernel_view.LIBRARY, library_view(lesson)),
-                                limits=sandbox.Limits(memory_bytes=self.memory_limit), read_only=[_model_cache()],
-                                env={"QKV_CACHE": _model_cache()})
+                                limits=sandbox.Limits(memory_bytes=self.memory_limit),
+                                read_only=[_model_cache(), RELEASED_LESSONS], env={"QKV_CACHE": _model_cache()})
         if walls.mode != "bwrap":
             self.log.warning("qkv grader: %s", sandbox.PARTIAL_ISOLATION)
             add_anomaly(nb, "isolation partial", sandbox.PARTIAL_ISOLATION)
