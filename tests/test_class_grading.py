@@ -11,7 +11,7 @@ import time
 import nbformat
 import pytest
 
-from lessons import ROOT, copy_course, hand_in, solved_release
+from lessons import copy_course, hand_in, solved_release
 
 LESSON = "01-lookup"
 BIN = pathlib.Path(sys.executable).parent

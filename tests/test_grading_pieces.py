@@ -13,7 +13,6 @@ import pytest
 
 from lessons import ROOT, solved_release
 from qkv import heads, wire
-from qkv.checking import Hint
 
 sys.path.insert(0, str(ROOT / "autograde"))
 from qkv_autograde import kernel_view, preprocessors, sandbox, student_kernel, submissions, verdicts  # noqa: E402

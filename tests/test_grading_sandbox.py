@@ -8,7 +8,6 @@ on this machine receives nothing, and that a run killed half-way and started aga
 """
 import csv
 import hashlib
-import json
 import os
 import pathlib
 import signal
@@ -167,6 +166,13 @@ def hostile_class(course, port):
                                "        pass", replace=True),
                      None, FULL - POINTS["test_soft_lookup_by_temperature"], ["timeout"]),
         "memoryhog": (with_cell(perfect(), "softmax", "hog = bytearray(8 << 30)"), None, FULL, []),
+        "forkbomb": (with_cell(perfect(), "softmax",
+                               "import subprocess\nchildren = []\ntry:\n    for _ in range(500):\n"
+                               "        children.append(subprocess.Popen(['sleep', '600']))\nexcept OSError:\n"
+                               "    print('stopped at', len(children))"), None, FULL, []),
+        "diskfiller": (with_cell(perfect(), "softmax",
+                                 "try:\n    open('big.bin', 'wb').write(bytes(200 << 20))\nexcept OSError as e:\n"
+                                 "    print('disk:', e)"), None, FULL, []),
         "printer": (with_cell(perfect(), "softmax", "for i in range(300000):\n    print('spam' * 10)"),
                     None, FULL, ["output truncated"]),
         "stripped": (_stripped(perfect()), None, FULL, ["metadata stripped"]),

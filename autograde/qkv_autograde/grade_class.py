@@ -20,7 +20,7 @@ import warnings
 import nbformat
 from tqdm import tqdm
 
-from . import parallel, report, submissions
+from . import intake, item_analysis, parallel, report, submissions
 from .converter import completely_graded
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -155,7 +155,6 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
     started = time.monotonic()
     notes = []
     if submissions_path:
-        from . import intake
         notes = intake.collect(submissions_path, HERE, lesson)
     jobs = jobs or default_jobs()
     _ensure_assignment(lesson)
@@ -166,8 +165,8 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
     parallel.MEASUREMENTS.clear()
     bar = tqdm(total=0, unit="submission", desc=f"grading {lesson}", file=sys.stderr, dynamic_ncols=True)
     try:
-        sent, staged = prefetch(app, lesson, workers, force, bar,
-                        regrade={n["student"] for n in notes if n["name"] == "collected again"})
+        recollected = {n["student"] for n in notes if n["name"] == "collected again"}
+        sent, staged = prefetch(app, lesson, workers, force, bar, regrade=recollected)
         app.start()
     finally:
         bar.close()
@@ -179,12 +178,7 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
         report.write(HERE, app.coursedir.db_url, lesson, staged, by_student)
     failed_feedback = feedback(lesson, sent, jobs, force) if sent else []
     _nbgrader("export", "--to", "grades.csv")
-    items = None
-    try:
-        from . import item_analysis
-        items = item_analysis.write(HERE, app.coursedir.db_url, lesson)
-    except ImportError:
-        pass
+    items = item_analysis.write(HERE, app.coursedir.db_url, lesson)
     return summary(lesson, sent, notes, failed_feedback, items, time.monotonic() - started, out)
 
 
