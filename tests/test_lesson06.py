@@ -647,10 +647,8 @@ def test_perfect_student_passes_every_hidden_test_and_answer():
     for grade in VARIANTS:
         getattr(visible, grade)(ns[grade])
         getattr(hidden, grade)(ns[grade])
-    for name in ("weight_refutes", "sink_explanation", "ablation_outcome"):
+    for name in hidden.ANSWERS:
         hidden.answer(name, ns[name])
-    hidden.answer("gpt2_uniform_share", 1 / 6)
-    hidden.answer("sink_peak_layer", 25)
 
 
 def test_wrong_answers_are_rejected():

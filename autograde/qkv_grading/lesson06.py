@@ -15,7 +15,7 @@ from qkv.heads import grouped_query_attention
 from qkv_grading import expect_answer, fresh_rng
 
 # Withheld from the student's kernel while this lesson is graded: every qkv function that computes a graded
-# answer (token_losses and log_softmax compute perplexity; ablate_heads' inner function is returned by it).
+# answer (token_losses and log_softmax compute perplexity; ablated_attention is what ablate_heads returns).
 GRADED_REFERENCES = (
     "qkv.sinks.first_token_share",
     "qkv.sinks.contribution_norms",
@@ -28,6 +28,7 @@ GRADED_REFERENCES = (
     "qkv.sinks.previous_token_score",
     "qkv.sinks.induction_score",
     "qkv.sinks.ablate_heads",
+    "qkv.sinks.ablated_attention",
 )
 
 

@@ -4,6 +4,7 @@ Masks follow the course convention (qkv.masking): boolean, True where a query MA
 rows are queries, columns are keys. One layer's attention weights are [H, T, T] (heads, queries, keys),
 as qkv.model.forward(..., return_weights=True) returns them.
 """
+import functools
 import pathlib
 
 import numpy as np
@@ -227,18 +228,19 @@ def ablate_heads(attention, heads):
     query heads of the layer it is called for (qkv.model.forward(..., attention_takes_layer=True) passes
     the layer index). Zeroing the OUTPUT removes the head; zeroing its weights and renormalising would not.
     """
-    pairs = [tuple(int(x) for x in pair) for pair in heads]
+    pairs = tuple(tuple(int(x) for x in pair) for pair in heads)
     require(all(len(pair) == 2 for pair in pairs), f"heads must be (layer, head) pairs; got {heads!r}")
+    return functools.partial(ablated_attention, attention=attention, heads=pairs)
 
-    def ablated(q, k, v, mask, layer):
-        # [H_q, T, d], [H_kv, T, d], [H_kv, T, d], bool [T, T], int -> [H_q, T, d]
-        out = np.array(attention(q, k, v, mask), copy=True)
-        for ablated_layer, head in pairs:
-            if ablated_layer == int(layer):
-                out[head] = 0.0
-        return out
 
-    return ablated
+def ablated_attention(q, k, v, mask, layer, attention, heads):
+    # [H_q, T, d], [H_kv, T, d], [H_kv, T, d], bool [T, T], int -> [H_q, T, d]: what ablate_heads returns,
+    # with its attention and (layer, head) pairs bound
+    out = np.array(attention(q, k, v, mask), copy=True)
+    for ablated_layer, head in heads:
+        if ablated_layer == int(layer):
+            out[head] = 0.0
+    return out
 
 
 def top_heads(scores, k):
