@@ -14,7 +14,7 @@ import sys
 import nbformat
 import pytest
 
-from lessons import RELEASE, jupyter_lab, solved_release
+from lessons import RELEASE, ROOT, jupyter_lab, solved_release
 
 CHROMIUM = "/usr/bin/chromium"
 BIN = os.path.dirname(sys.executable)
@@ -51,8 +51,10 @@ def lab(tmp_path_factory):
     (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
     (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    # the student configuration `make lab` uses (jupyter/student: no instructor panels)
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", MPLBACKEND="Agg",
-               JUPYTERLAB_SETTINGS_DIR=str(settings), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"))
+               JUPYTERLAB_SETTINGS_DIR=str(settings), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+               JUPYTER_CONFIG_PATH=str(ROOT / "jupyter" / "student"))
     with jupyter_lab(root, home, env, TOKEN) as base:
         yield base, root
 
@@ -133,10 +135,10 @@ def test_lesson01_widget_runs_and_redraws_when_a_slider_moves(lab, page, tmp_pat
     width = figure.evaluate("img => img.naturalWidth")
     assert width > 300, f"figure is {width} px wide"
 
-    # move q[0] (cooking) from 0.00 to its maximum 3.00 with the keyboard on its handle, as a student can:
+    # move the cooking feature of the query from 0.00 to its maximum 3.00 with the keyboard on its handle, as a student can:
     # one key, one change, one redraw, so the next figure is the final one (arrow keys would queue ten redraws)
     slider = sliders.first
-    expect(slider.locator(".widget-label")).to_have_text("q[0]")
+    expect(slider.locator(".widget-label")).to_have_text("cooking")
     readout = slider.locator(".widget-readout")
     expect(readout).to_have_text("0.00")
     handle = slider.locator(".noUi-handle")

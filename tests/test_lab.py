@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from lessons import LESSONS, RELEASE, jupyter_lab
+from lessons import LESSONS, RELEASE, ROOT, jupyter_lab
 
 BIN = os.path.dirname(sys.executable)
 TOKEN = "qkv-test-token"
@@ -17,7 +17,8 @@ TOKEN = "qkv-test-token"
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     home = tmp_path_factory.mktemp("home")
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
+               JUPYTER_CONFIG_PATH=str(ROOT / "jupyter" / "student"))  # as `make lab` starts it
     # the same root as `make lab`; no browser, a fixed token, loopback only
     with jupyter_lab(RELEASE, home, env, TOKEN) as base:
         yield base
