@@ -7,7 +7,7 @@ edge cases that common mistakes trip over; a correct answer passes whatever the 
 """
 import numpy as np
 
-from qkv.checking import Hint, expect_number, seal
+from qkv.checking import Hint, answer_tolerance, expect_number, seal
 
 
 def fresh_rng():
@@ -27,7 +27,7 @@ def expect_answer(answer, correct, name, tolerance=None):
             raise Hint(f"`{name}` = {answer!r} is not the right choice.")
         return
     value = expect_number(answer, f"`{name}`")
-    tolerance = tolerance if tolerance is not None else 1e-6 + 1e-3 * abs(correct)
+    tolerance = answer_tolerance(correct, tolerance)
     if abs(value - correct) > tolerance:
         raise Hint(f"`{name}` = {value:.6g} is not right (allowed error {tolerance:.2g}).")
 

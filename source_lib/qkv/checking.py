@@ -681,12 +681,15 @@ def _read_answer_key(folder):
     return key if key else f"no ANSWERS found in {folder}"
 
 
+def answer_tolerance(correct, tolerance=None):
+    """How far a numeric self-check answer may be from the right one: the one rule of grading and self-study."""
+    return tolerance if tolerance is not None else 1e-6 + 1e-3 * abs(correct)
+
+
 def _is_right(value, correct, tolerance):
-    # the rule of qkv_grading.expect_answer (tests/test_self_study.py keeps the two in step)
     if isinstance(correct, str):
         return value == correct
-    tolerance = tolerance if tolerance is not None else 1e-6 + 1e-3 * abs(correct)
-    return abs(float(value) - correct) <= tolerance
+    return abs(float(value) - correct) <= answer_tolerance(correct, tolerance)
 
 
 def _verdict(name, value, shown):
