@@ -85,10 +85,15 @@ class PooledExecute(preprocessors.SandboxedExecute):
         nbg = resources["nbgrader"]
         pending = PENDING.pop((nbg["student"], nbg["notebook"]), None)
         if pending is not None and pending.fingerprint == fingerprint(nb):
-            graded_json, measured = pending.future.result()
-            MEASUREMENTS.append(dict(measured, student=nbg["student"]))
-            return nbformat.reads(graded_json, as_version=4), resources
-        if pending is not None:
+            try:
+                graded_json, measured = pending.future.result()
+            except Exception as error:  # a worker lost (killed, out of memory, cluster gone): grade it here
+                self.log.warning("qkv grader: the worker grading %s failed (%s); grading it here",
+                                 nbg["student"], error)
+            else:
+                MEASUREMENTS.append(dict(measured, student=nbg["student"]))
+                return nbformat.reads(graded_json, as_version=4), resources
+        elif pending is not None:
             self.log.warning("qkv grader: %s changed between staging and grading; grading it here",
                              nbg["student"])
         return super().preprocess(nb, resources)
