@@ -299,3 +299,25 @@ def test_every_reference_a_lesson_compares_with_is_withheld_from_its_kernel(less
     compared = _references_compared_with(lesson)
     assert compared, "the profile saw no comparison: the test is not looking at the right frames"
     assert compared <= withheld, f"{lesson}: compared with but not withheld: {sorted(compared - withheld)}"
+
+
+# ---------------------------------------------------------------- make grade's hand-over from workers
+
+def test_a_lost_worker_or_a_changed_notebook_is_graded_by_the_coordinator(monkeypatch):
+    import concurrent.futures
+    from qkv_autograde import parallel
+    graded_here = []
+    monkeypatch.setattr(preprocessors.SandboxedExecute, "preprocess",
+                        lambda self, nb, resources: (graded_here.append(resources["nbgrader"]["student"]) or nb, resources))
+    nb = solved_release("01-lookup")
+    lost = concurrent.futures.Future()
+    lost.set_exception(RuntimeError("worker killed"))
+    done = concurrent.futures.Future()
+    done.set_result((nbformat.writes(nb), {"worker": 1, "cpu_seconds": 1.0}))
+    parallel.PENDING.update({("lost", "01-lookup"): parallel.Pending(parallel.fingerprint(nb), lost),
+                             ("changed", "01-lookup"): parallel.Pending("another notebook", done),
+                             ("fine", "01-lookup"): parallel.Pending(parallel.fingerprint(nb), done)})
+    step = parallel.PooledExecute()
+    for student in ("lost", "changed", "fine"):
+        step.preprocess(nb, {"nbgrader": {"student": student, "notebook": "01-lookup", "assignment": "01-lookup"}})
+    assert graded_here == ["lost", "changed"] and not parallel.PENDING
