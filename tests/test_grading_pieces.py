@@ -288,6 +288,8 @@ def _references_compared_with(lesson):
             sys.setprofile(profile)
             try:
                 exec(cell.source, namespace)
+            except AssertionError:  # a self-check whose answer needs the notebook's measurements: no reference here
+                pass
             finally:
                 sys.setprofile(None)
     return used
