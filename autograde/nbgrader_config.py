@@ -56,6 +56,8 @@ c.ZipCollectApp.collector_plugin = SubmissionCollector
 # cell so that one runaway cell cannot take the rest, and a cap per call of a student's function from a test.
 c.SandboxedExecute.budget_seconds = 600
 c.SandboxedExecute.cell_timeout = 300
+# `nbgrader validate` (and an instructor's unsandboxed run) uses nbgrader's own Execute: its default is 30 s a cell
+c.Execute.timeout = 600
 c.SandboxedExecute.call_timeout = 60
 c.SandboxedExecute.memory_limit = 2 << 30
 
