@@ -557,12 +557,14 @@ def append_to_cache(k_cache, v_cache, k_new, v_new):
     "chunked_attention": {
         "float32 in and out": """
 def chunked_attention(Q, K, V, chunk):
-    Q, K, V = (np.asarray(a, dtype=np.float32) for a in (Q, K, V))
-    m = np.full((len(Q), 1), -np.inf, dtype=np.float32)
-    l = np.zeros((len(Q), 1), dtype=np.float32)
-    acc = np.zeros((len(Q), V.shape[1]), dtype=np.float32)
+    # works in the inputs' own precision: float32 in, float32 out (float64 stays float64, as the contract asks)
+    dtype = np.result_type(Q, K, V)
+    Q, K, V = (np.asarray(a, dtype=dtype) for a in (Q, K, V))
+    m = np.full((len(Q), 1), -np.inf, dtype=dtype)
+    l = np.zeros((len(Q), 1), dtype=dtype)
+    acc = np.zeros((len(Q), V.shape[1]), dtype=dtype)
     for s in range(0, len(K), chunk):
-        scores = Q @ K[s:s + chunk].T / np.float32(np.sqrt(Q.shape[1]))
+        scores = Q @ K[s:s + chunk].T / dtype.type(np.sqrt(Q.shape[1]))
         m_new = np.maximum(m, scores.max(axis=1, keepdims=True))
         p = np.exp(scores - m_new)
         l = l * np.exp(m - m_new) + p.sum(axis=1, keepdims=True)
@@ -618,7 +620,8 @@ def chunked_attention(Q, K, V, chunk):
     },
     "causal_chunked_attention": {
         "mask only the diagonal block, float32": _causal_source(mask="k_start == q_start").replace(
-            "    T = Q.shape[0]\n", "    Q, K, V = (np.asarray(a, dtype=np.float32) for a in (Q, K, V))\n    T = Q.shape[0]\n"),
+            "    T = Q.shape[0]\n", "    Q, K, V = (np.asarray(a, dtype=np.result_type(Q, K, V, np.float32)) for a in (Q, K, V))\n"
+            "    T = Q.shape[0]\n"),  # the inputs' own precision, float32 at least (float64 stays float64)
         "np.logaddexp accumulators": """
 def causal_chunked_attention(Q, K, V, chunk):
     T = len(Q)
