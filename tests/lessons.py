@@ -161,3 +161,21 @@ def hand_in(instructor, lesson, student, notebook, name=None):
         nbformat.write(notebook, path)
     (folder / "timestamp.txt").write_text("2026-11-29 09:00:00.000000 UTC")
     return path
+
+
+def mutant_rejection_tests(lesson, hidden, visible, mutants_by_grade):
+    """The two tests every lesson has for its mutants, parametrized: the hidden tests and the visible checks of
+    each graded function (named like the function in both modules) reject every mutant of it. A test module
+    assigns them to its own names so that pytest collects them there."""
+    cases = [(grade, name, source) for grade, mutants in mutants_by_grade.items() for name, source in mutants.items()]
+    ids = [f"{grade}:{name}" for grade, name, _ in cases]
+
+    @pytest.mark.parametrize("grade, name, source", cases, ids=ids)
+    def test_hidden_tests_reject_mutant(grade, name, source):
+        assert_rejected(getattr(hidden, grade), mutant(lesson, grade, source))
+
+    @pytest.mark.parametrize("grade, name, source", cases, ids=ids)
+    def test_visible_checks_reject_mutant(grade, name, source):
+        assert_rejected(getattr(visible, grade), mutant(lesson, grade, source))
+
+    return test_hidden_tests_reject_mutant, test_visible_checks_reject_mutant

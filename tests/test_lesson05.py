@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from lessons import assert_rejected, mutant, student
+from lessons import assert_rejected, mutant, mutant_rejection_tests, student
 from qkv import attention, heads, model, plots, scaling
 from qkv.checks import lesson05 as visible
 from qkv_grading import lesson05 as hidden
@@ -293,25 +293,10 @@ def kv_cache_bytes_per_token(config, bytes_per_element):
 """,
 }
 
-CASES = ([("split_heads", hidden.split_heads, visible.split_heads, n, s) for n, s in SPLIT_MUTANTS.items()]
-         + [("merge_heads", hidden.merge_heads, visible.merge_heads, n, s) for n, s in MERGE_MUTANTS.items()]
-         + [("multi_head_attention", hidden.multi_head_attention, visible.multi_head_attention, n, s)
-            for n, s in MHA_MUTANTS.items()]
-         + [("grouped_query_attention", hidden.grouped_query_attention, visible.grouped_query_attention, n, s)
-            for n, s in GQA_MUTANTS.items()]
-         + [("kv_cache_bytes_per_token", hidden.kv_cache_bytes_per_token, visible.kv_cache_bytes_per_token, n, s)
-            for n, s in KV_MUTANTS.items()])
-IDS = [f"{c[0]}:{c[3]}" for c in CASES]
-
-
-@pytest.mark.parametrize("grade, hidden_check, visible_check, name, source", CASES, ids=IDS)
-def test_hidden_tests_reject_mutant(grade, hidden_check, visible_check, name, source):
-    assert_rejected(hidden_check, mutant(LESSON, grade, source))
-
-
-@pytest.mark.parametrize("grade, hidden_check, visible_check, name, source", CASES, ids=IDS)
-def test_visible_checks_reject_mutant(grade, hidden_check, visible_check, name, source):
-    assert_rejected(visible_check, mutant(LESSON, grade, source))
+test_hidden_tests_reject_mutant, test_visible_checks_reject_mutant = mutant_rejection_tests(
+    LESSON, hidden, visible, {"split_heads": SPLIT_MUTANTS, "merge_heads": MERGE_MUTANTS,
+                              "multi_head_attention": MHA_MUTANTS, "grouped_query_attention": GQA_MUTANTS,
+                              "kv_cache_bytes_per_token": KV_MUTANTS})
 
 
 def test_hints_name_the_likely_mistake():

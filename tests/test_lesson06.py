@@ -5,7 +5,7 @@ import functools
 import numpy as np
 import pytest
 
-from lessons import assert_rejected, mutant, student
+from lessons import assert_rejected, mutant, mutant_rejection_tests, student
 from qkv import model, sinks
 from qkv.attention import masked_softmax
 from qkv.checks import lesson06 as visible
@@ -430,24 +430,12 @@ def ablate_heads(attention, heads):
     "is the reference": "from qkv.sinks import ablate_heads\n",
 }
 
-CASES = [(grade, getattr(hidden, grade), getattr(visible, grade), name, source)
-         for grade, mutants in [("first_token_share", FIRST_SHARE_MUTANTS), ("contribution_norms", CONTRIBUTION_MUTANTS),
-                                ("occlusion_effects", OCCLUSION_MUTANTS), ("sliding_window_mask", WINDOW_MUTANTS),
-                                ("perplexity", PERPLEXITY_MUTANTS), ("diagonal_score", DIAGONAL_MUTANTS),
-                                ("previous_token_score", PREVIOUS_MUTANTS), ("induction_score", INDUCTION_MUTANTS),
-                                ("ablate_heads", ABLATION_MUTANTS)]
-         for name, source in mutants.items()]
-IDS = [f"{c[0]}:{c[3]}" for c in CASES]
-
-
-@pytest.mark.parametrize("grade, hidden_check, visible_check, name, source", CASES, ids=IDS)
-def test_hidden_tests_reject_mutant(grade, hidden_check, visible_check, name, source):
-    assert_rejected(hidden_check, mutant(LESSON, grade, source))
-
-
-@pytest.mark.parametrize("grade, hidden_check, visible_check, name, source", CASES, ids=IDS)
-def test_visible_checks_reject_mutant(grade, hidden_check, visible_check, name, source):
-    assert_rejected(visible_check, mutant(LESSON, grade, source))
+test_hidden_tests_reject_mutant, test_visible_checks_reject_mutant = mutant_rejection_tests(
+    LESSON, hidden, visible, {"first_token_share": FIRST_SHARE_MUTANTS, "contribution_norms": CONTRIBUTION_MUTANTS,
+                              "occlusion_effects": OCCLUSION_MUTANTS, "sliding_window_mask": WINDOW_MUTANTS,
+                              "perplexity": PERPLEXITY_MUTANTS, "diagonal_score": DIAGONAL_MUTANTS,
+                              "previous_token_score": PREVIOUS_MUTANTS, "induction_score": INDUCTION_MUTANTS,
+                              "ablate_heads": ABLATION_MUTANTS})
 
 
 def test_hints_name_the_likely_mistake():

@@ -4,7 +4,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from lessons import assert_rejected, mutant, student
+from lessons import assert_rejected, mutant, mutant_rejection_tests, student
 from qkv import attention, checking, cost, heads, model
 from qkv.checks import lesson07 as visible
 from qkv.masking import causal_mask
@@ -419,26 +419,10 @@ def causal_chunked_attention(Q, K, V, chunk):
 """,
 }
 
-CASES = ([("cost_ratio", hidden.cost_ratio, visible.cost_ratio, n, s) for n, s in COST_RATIO_MUTANTS.items()]
-         + [("fit_exponent", hidden.fit_exponent, visible.fit_exponent, n, s) for n, s in FIT_MUTANTS.items()]
-         + [("attention_step", hidden.attention_step, visible.attention_step, n, s) for n, s in STEP_MUTANTS.items()]
-         + [("append_to_cache", hidden.append_to_cache, visible.append_to_cache, n, s)
-            for n, s in APPEND_MUTANTS.items()]
-         + [("chunked_attention", hidden.chunked_attention, visible.chunked_attention, n, s)
-            for n, s in CHUNKED_MUTANTS.items()]
-         + [("causal_chunked_attention", hidden.causal_chunked_attention, visible.causal_chunked_attention, n, s)
-            for n, s in CAUSAL_MUTANTS.items()])
-IDS = [f"{c[0]}:{c[3]}" for c in CASES]
-
-
-@pytest.mark.parametrize("grade, hidden_check, visible_check, name, source", CASES, ids=IDS)
-def test_hidden_tests_reject_mutant(grade, hidden_check, visible_check, name, source):
-    assert_rejected(hidden_check, mutant(LESSON, grade, source))
-
-
-@pytest.mark.parametrize("grade, hidden_check, visible_check, name, source", CASES, ids=IDS)
-def test_visible_checks_reject_mutant(grade, hidden_check, visible_check, name, source):
-    assert_rejected(visible_check, mutant(LESSON, grade, source))
+test_hidden_tests_reject_mutant, test_visible_checks_reject_mutant = mutant_rejection_tests(
+    LESSON, hidden, visible, {"cost_ratio": COST_RATIO_MUTANTS, "fit_exponent": FIT_MUTANTS,
+                              "attention_step": STEP_MUTANTS, "append_to_cache": APPEND_MUTANTS,
+                              "chunked_attention": CHUNKED_MUTANTS, "causal_chunked_attention": CAUSAL_MUTANTS})
 
 
 def test_hints_name_the_likely_mistake():
