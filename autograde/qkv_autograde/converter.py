@@ -25,8 +25,7 @@ class QkvAutograde(Autograde):
 
     def start(self):
         lesson = self.coursedir.assignment_id
-        release = self.coursedir.format_path(self.coursedir.release_directory, ".", lesson)
-        notebooks = sorted(os.path.splitext(os.path.basename(p))[0] for p in glob.glob(os.path.join(release, "*.ipynb")))
+        release, notebooks = submissions.released(self.coursedir, lesson)
         self.regraded = {}
         self.staged = submissions.stage(self.coursedir.root, self.coursedir.submitted_directory, lesson, notebooks,
                                         release, self.coursedir.student_id)

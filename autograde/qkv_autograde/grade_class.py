@@ -86,8 +86,7 @@ def prefetch(app, lesson, workers, force, bar, regrade=()):
     """Stage every submission and send each pending one to a worker; returns (students sent, staging entries).
     `regrade`: students whose submission was collected again, graded anew even if graded before."""
     course = app.coursedir
-    release = course.format_path(course.release_directory, ".", lesson)
-    names = sorted(os.path.splitext(f)[0] for f in os.listdir(release) if f.endswith(".ipynb"))
+    release, names = submissions.released(course, lesson)
     source = {n: nbformat.writes(nbformat.read(os.path.join(course.format_path(course.source_directory, ".", lesson),
                                                             f"{n}.ipynb"), as_version=4)) for n in names}
     settings = parallel.settings_of(app.config)

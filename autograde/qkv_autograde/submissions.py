@@ -23,6 +23,12 @@ class Staged:
     refused: bool = False
 
 
+def released(coursedir, lesson):
+    """(the lesson's release folder, the names of its notebooks): what every submission is graded against."""
+    folder = coursedir.format_path(coursedir.release_directory, ".", lesson)
+    return folder, sorted(os.path.splitext(f)[0] for f in os.listdir(folder) if f.endswith(".ipynb"))
+
+
 def _candidates(folder, expected):
     """The file to grade as `expected`.ipynb: itself, a renamed copy of it, an Untitled, or the only notebook."""
     files = sorted(f for f in os.listdir(folder) if f.endswith(".ipynb") and os.path.isfile(os.path.join(folder, f)))
