@@ -20,7 +20,7 @@ import warnings
 import nbformat
 from tqdm import tqdm
 
-from . import intake, item_analysis, parallel, report, submissions
+from . import gradebook_writes, intake, item_analysis, parallel, report, submissions
 from .converter import completely_graded
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -33,10 +33,10 @@ def default_jobs():
 class LocalWorkers:
     """Worker processes on this machine, each warmed once for the lesson."""
 
-    def __init__(self, jobs, lesson):
+    def __init__(self, jobs, lesson, settings=None):
         self.pool = concurrent.futures.ProcessPoolExecutor(
             max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-            initializer=parallel.warm_up, initargs=(lesson,))
+            initializer=parallel.warm_up, initargs=(lesson, settings))
 
     def submit(self, fn, *args):
         return self.pool.submit(fn, *args)
@@ -48,11 +48,11 @@ class LocalWorkers:
 class DaskWorkers:
     """The same jobs on a Dask distributed cluster; results come back here, the only writer of the gradebook."""
 
-    def __init__(self, address, lesson):
+    def __init__(self, address, lesson, settings=None):
         from dask.distributed import Client
 
         self.client = address if not isinstance(address, str) else Client(address)
-        self.client.run(parallel.warm_up, lesson)
+        self.client.run(parallel.warm_up, lesson, settings)
 
     def submit(self, fn, *args):
         return self.client.submit(fn, *args, pure=False)
@@ -156,10 +156,12 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
     if submissions_path:
         notes = intake.collect(submissions_path, HERE, lesson)
     jobs = jobs or default_jobs()
+    gradebook_writes.batch_commits()
     _ensure_assignment(lesson)
     app = _nbgrader_app(lesson, force)
     scheduler = scheduler or os.environ.get("DASK_SCHEDULER")
-    workers = DaskWorkers(scheduler, lesson) if scheduler else LocalWorkers(jobs, lesson)
+    settings = parallel.settings_of(app.config)
+    workers = DaskWorkers(scheduler, lesson, settings) if scheduler else LocalWorkers(jobs, lesson, settings)
     parallel.PENDING.clear()
     parallel.MEASUREMENTS.clear()
     bar = tqdm(total=0, unit="submission", desc=f"grading {lesson}", file=sys.stderr, dynamic_ncols=True)

@@ -9,24 +9,49 @@ does everything else as usual — scores into the gradebook, late penalties, fil
 gradebook, so workers never contend on sqlite, and the grades are those of a sequential run of the same grader.
 
 A worker pays its start-up once (numpy, matplotlib, qkv, the lesson's hidden tests, the kernel's view of qkv,
-and SmolLM2's weights for the lessons that run the model in the grader); every submission still gets a fresh
-sandboxed kernel of its own.
+and SmolLM2's weights for the lessons that run the model in the grader), and so do its kernels: every submission
+gets a fresh sandboxed kernel of its own, forked from the worker's warm kernel template (forked_kernels.py), or
+started afresh where no template can be made.
 """
+import atexit
 import dataclasses
 import importlib
 import json
+import logging
 import os
 import resource
 import time
 
 import nbformat
 
-from . import preprocessors
+from . import forked_kernels, preprocessors
 
 _warm = set()
+_templates = {}  # (lesson, memory limit) -> KernelTemplate, or None where none can be made
 
 
-def warm_up(lesson):
+def uses_model(lesson):
+    return int(lesson.split("-")[0]) >= 5  # lessons whose checks, and notebooks, run SmolLM2
+
+
+def kernel_template(lesson, memory_limit):
+    """This worker's warm kernel template for `lesson` (started on first use, again if it died), or None."""
+    key = (lesson, memory_limit)
+    template = _templates.get(key)
+    if key in _templates and (template is None or template.alive):
+        return template
+    try:
+        template = forked_kernels.KernelTemplate(**preprocessors.kernel_walls(lesson, memory_limit),
+                                                 calls=["qkv.model.load"] if uses_model(lesson) else [])
+        atexit.register(template.close)
+    except forked_kernels.TemplateUnavailable as why:
+        logging.getLogger("qkv_autograde").warning("qkv grader: no warm kernels on this worker (%s)", why)
+        template = None
+    _templates[key] = template
+    return template
+
+
+def warm_up(lesson, settings=None):
     """Everything a worker can do once for all the submissions of `lesson`."""
     if lesson in _warm:
         return os.getpid()
@@ -38,9 +63,10 @@ def warm_up(lesson):
     importlib.import_module(f"qkv_grading.lesson{lesson.split('-')[0]}")
     importlib.import_module(f"qkv.checks.lesson{lesson.split('-')[0]}")
     preprocessors.library_view(lesson)
-    if int(lesson.split("-")[0]) >= 5:  # lessons that check the student's attention inside SmolLM2, here
+    if uses_model(lesson):  # lessons that check the student's attention inside SmolLM2, here
         from qkv import model
         model.load()
+    kernel_template(lesson, _memory_limit(settings))
     _warm.add(lesson)
     return os.getpid()
 
@@ -52,11 +78,12 @@ def _cpu_seconds():
 
 def execute_submission(lesson, notebook_json, source_json, settings):
     """Run one sanitized submission (worker side); returns (graded notebook JSON, measurements)."""
-    warm_up(lesson)
+    warm_up(lesson, settings)
     started, cpu = time.perf_counter(), _cpu_seconds()
     executor = preprocessors.SandboxedExecute(**settings)
     graded = executor.execute(nbformat.reads(notebook_json, as_version=4), lesson,
-                              nbformat.reads(source_json, as_version=4))
+                              nbformat.reads(source_json, as_version=4),
+                              kernel_template(lesson, executor.memory_limit))
     return nbformat.writes(graded), {
         "worker": os.getpid(), "wall_seconds": time.perf_counter() - started,
         "cpu_seconds": _cpu_seconds() - cpu + executor.kernel_cpu_seconds,
@@ -97,6 +124,10 @@ class PooledExecute(preprocessors.SandboxedExecute):
             self.log.warning("qkv grader: %s changed between staging and grading; grading it here",
                              nbg["student"])
         return super().preprocess(nb, resources)
+
+
+def _memory_limit(settings):
+    return (settings or {}).get("memory_limit", preprocessors.SandboxedExecute.memory_limit.default_value)
 
 
 def settings_of(config):

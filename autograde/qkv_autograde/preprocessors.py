@@ -13,6 +13,7 @@ autograded notebooks.
 """
 import copy
 import difflib
+import functools
 import os
 import re
 
@@ -22,7 +23,7 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 from traitlets import Bool, Float, Integer
 
-from . import kernel_view, sandbox, student_kernel, verdicts
+from . import forked_kernels, kernel_view, sandbox, student_kernel, verdicts
 
 HIDDEN_TESTS = re.compile(r"^[ \t]*#+ *BEGIN HIDDEN TESTS.*?^[ \t]*#+ *END HIDDEN TESTS[^\n]*\n?", re.S | re.M)
 
@@ -157,6 +158,15 @@ def library_view(lesson):
     return _views[lesson]
 
 
+def kernel_walls(lesson, memory_limit):
+    """What a student kernel of `lesson` may see and use (sandbox.Sandbox's arguments). Read-only extras: the
+    model's verified weights (named by QKV_CACHE: the kernel's home is not the grader's), and the released lessons,
+    what every student has (lesson 06 measures a perplexity on the course's text)."""
+    return {"library_view": (kernel_view.LIBRARY, library_view(lesson)),
+            "limits": sandbox.Limits(memory_bytes=memory_limit),
+            "read_only": [_model_cache(), RELEASED_LESSONS], "env": {"QKV_CACHE": _model_cache()}}
+
+
 class SandboxedExecute(NbGraderPreprocessor):
     """Run a submission: its own cells in a sandboxed kernel, its test cells here (see verdicts.py)."""
 
@@ -176,20 +186,23 @@ class SandboxedExecute(NbGraderPreprocessor):
         source_path = os.path.join(course.format_path(course.source_directory, ".", lesson), f"{notebook}.ipynb")
         return self.execute(nb, lesson, nbformat.read(source_path, as_version=4)), resources
 
-    def execute(self, nb, lesson, source_notebook):
+    def execute(self, nb, lesson, source_notebook, kernel_template=None):
         """The graded notebook: answer cells run in the sandbox, test cells here. Needs no gradebook, so a
-        worker on another machine can do it (parallel.py)."""
+        worker on another machine can do it (parallel.py). With a warm `kernel_template` (forked_kernels.py, same
+        walls) the kernel is forked from it instead of started afresh."""
         namespace = verdicts.grader_namespace(source_notebook)
-        # read-only extras: the model's verified weights (named by QKV_CACHE: the kernel's home is not the grader's),
-        # and the released lessons, what every student has (lesson 06 measures a perplexity on the course's text)
-        walls = sandbox.Sandbox((kernel_view.LIBRARY, library_view(lesson)),
-                                limits=sandbox.Limits(memory_bytes=self.memory_limit),
-                                read_only=[_model_cache(), RELEASED_LESSONS], env={"QKV_CACHE": _model_cache()})
-        if walls.mode != "bwrap":
+        if kernel_template is not None and kernel_template.alive:
+            walls = None
+            make_kernel_manager = functools.partial(forked_kernels.ForkedKernelManager, template=kernel_template)
+        else:
+            walls = sandbox.Sandbox(**kernel_walls(lesson, self.memory_limit))
+            make_kernel_manager = functools.partial(sandbox.SandboxedKernelManager, sandbox=walls)
+        mode = walls.mode if walls else "bwrap"
+        if mode != "bwrap":
             self.log.warning("qkv grader: %s", sandbox.PARTIAL_ISOLATION)
             add_anomaly(nb, "isolation partial", sandbox.PARTIAL_ISOLATION)
         kernel = student_kernel.StudentKernel(
-            lambda: sandbox.SandboxedKernelManager(sandbox=walls), budget_seconds=self.budget_seconds,
+            make_kernel_manager, budget_seconds=self.budget_seconds,
             cell_seconds=self.cell_timeout, call_seconds=self.call_timeout, output_bytes=self.output_limit,
             log=self.log, preamble="" if self.render_figures else NO_FIGURE_PICTURES)
         try:
@@ -208,10 +221,11 @@ class SandboxedExecute(NbGraderPreprocessor):
                 add_anomaly(nb, "output truncated", f"cells {', '.join(map(str, truncated))}")
         finally:
             kernel.close()
-            walls.cleanup()
+            if walls:
+                walls.cleanup()
         for name, detail in kernel.events:
             add_anomaly(nb, name, detail)
-        nb.metadata.setdefault("qkv", {})["isolation"] = walls.mode
+        nb.metadata.setdefault("qkv", {})["isolation"] = mode
         self.kernel_cpu_seconds = kernel.kernel_cpu_seconds
         return nb
 

@@ -93,17 +93,22 @@ class Sandbox:
 
     HOME = "/home/student"
 
-    def __init__(self, library_view, notebook_path=None, limits=Limits(), read_only=(), env=None):
+    def __init__(self, library_view, notebook_path=None, limits=Limits(), read_only=(), env=None,
+                 connection_dir=None, template_script=None, kernel_folder=None):
         self.library_view = library_view      # (path the editable install imports qkv from, generated view)
         self.notebook_path = notebook_path    # the student's own notebook, readable in the working folder
         self.limits = limits
         self.read_only = [p for p in read_only if p and os.path.exists(p)]
         self.mode = isolation()
-        self.connection_dir = tempfile.mkdtemp(prefix="qkvk-")
+        # a kernel template (forked_kernels.py) lives on in these walls across kernels: its script, the folder
+        # each kernel sees its own sockets in, and a read-only root and /dev, so no kernel leaves a file behind
+        self.template_script, self.kernel_folder = template_script, kernel_folder
+        self.owns_connection_dir = connection_dir is None
+        self.connection_dir = connection_dir or tempfile.mkdtemp(prefix="qkvk-")
         os.chmod(self.connection_dir, 0o700)
         # rlimits mode has no tmpfs: the private folder is a real one, removed afterwards
         self.fallback_home = None if self.mode == "bwrap" else tempfile.mkdtemp(prefix="qkv-student-")
-        self.pids_cgroup = _pids_cgroup(limits.processes)
+        self.pids_cgroup = _pids_cgroup(limits.processes + (4 if template_script else 0))  # + template, keeper
         self.env = {"PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin", "LANG": "C.UTF-8",
                     "MPLBACKEND": "module://matplotlib_inline.backend_inline", "PYTHONDONTWRITEBYTECODE": "1",
                     "PYDEVD_DISABLE_FILE_VALIDATION": "1", **(env or {})}
@@ -147,6 +152,10 @@ class Sandbox:
         args += ["--bind", self.connection_dir, self.connection_dir, "--chdir", self.HOME]
         for name, value in env.items():
             args += ["--setenv", name, value]
+        if self.template_script:
+            script, inside = self.template_script
+            args += ["--ro-bind", script, inside, "--dir", self.kernel_folder, "--remount-ro", "/dev",
+                     "--remount-ro", "/"]
         return args
 
     def _prepare_fallback_home(self):
@@ -157,7 +166,7 @@ class Sandbox:
             shutil.copy(self.notebook_path, self.fallback_home)
 
     def cleanup(self):
-        for folder in (self.connection_dir, self.fallback_home):
+        for folder in (self.connection_dir if self.owns_connection_dir else None, self.fallback_home):
             if folder:
                 shutil.rmtree(folder, ignore_errors=True)
         if self.pids_cgroup:

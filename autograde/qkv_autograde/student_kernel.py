@@ -114,14 +114,16 @@ class StudentKernel:
     def close(self):
         if self.client is None:
             return
-        km = self.client.km
-        pid = getattr(getattr(km, "provisioner", None), "pid", None)
+        provisioner = getattr(self.client.km, "provisioner", None)
+        pid = getattr(provisioner, "pid", None)  # None for a kernel forked from a template (forked_kernels.py)
         if pid:
             self.kernel_cpu_seconds += process_tree_cpu_seconds(pid)
         try:
             self.client._cleanup_kernel()
         except Exception:
             pass
+        if hasattr(provisioner, "cpu_seconds"):  # reported by the template once the kernel has been reaped
+            self.kernel_cpu_seconds += provisioner.cpu_seconds()
         if pid:  # the kernel's process group: whatever it started dies with it (rlimits mode has no PID namespace)
             try:
                 os.killpg(pid, signal.SIGKILL)

@@ -1,0 +1,221 @@
+"""Warm kernels for a grading worker: one sandboxed template per worker, one forked kernel per submission.
+
+A grading worker starts `KernelTemplate` once: a Python inside the same bubblewrap walls as a student kernel
+(sandbox.py), with IPython, numpy, matplotlib and the lesson's view of qkv already imported. Each submission's
+kernel is then a fork of it, walled off from the template and from every earlier kernel (kernel_template.py
+says how), instead of a new Python paying its start-up again. `ForkedKernelManager` is a jupyter_client kernel
+manager whose kernels come from the template, so nbclient and StudentKernel drive them like any other.
+
+Where bubblewrap or nested namespaces are missing, `KernelTemplate.start` fails and the worker grades with a
+fresh sandboxed kernel per submission, as `nbgrader autograde` does.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from jupyter_client.manager import AsyncKernelManager
+from jupyter_client.provisioning.local_provisioner import LocalProvisioner
+from traitlets import Any
+
+from . import sandbox
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel_template.py")
+SCRIPT_INSIDE = "/opt/qkv/kernel_template.py"
+KERNEL_FOLDER = "/run/qkv-kernel"  # where each kernel sees its own socket folder
+# what a lesson's kernel imports anyway; the template imports it once
+WARM_MODULES = ("numpy", "matplotlib", "matplotlib.pyplot", "matplotlib.backends.backend_agg",
+                "IPython", "IPython.core.pylabtools", "ipykernel.kernelapp", "ipykernel.ipkernel",
+                "ipykernel.zmqshell", "ipykernel.debugger", "ipywidgets", "jupyter_client.session", "zmq", "tornado.ioloop")
+
+
+class TemplateUnavailable(RuntimeError):
+    pass
+
+
+def _qkv_modules(view):
+    names = ["qkv"]
+    for entry in sorted(os.listdir(view)):
+        if entry.endswith(".py") and not entry.startswith("_") and entry != "__init__.py":
+            names.append(f"qkv.{entry[:-3]}")
+    return names
+
+
+class KernelTemplate:
+    """The warm, sandboxed template of one worker; `spawn` forks a walled-off kernel from it."""
+
+    def __init__(self, library_view, limits=sandbox.Limits(), read_only=(), env=None, calls=(), startup_seconds=120):
+        self.shared_folder = tempfile.mkdtemp(prefix="qkvz-")
+        os.chmod(self.shared_folder, 0o700)
+        self.walls = sandbox.Sandbox(library_view, limits=limits, read_only=read_only, env=env,
+                                     connection_dir=self.shared_folder, template_script=(SCRIPT, SCRIPT_INSIDE),
+                                     kernel_folder=KERNEL_FOLDER)
+        if self.walls.mode != "bwrap":
+            self.walls.cleanup()
+            raise TemplateUnavailable("no bubblewrap here: each kernel starts fresh")
+        # the template and its kernels share one pids cgroup: one kernel at a time, plus the template and keeper
+        settings = {"home": self.walls.HOME, "home_bytes": limits.home_bytes, "shared_folder": self.shared_folder,
+                    "kernel_folder": KERNEL_FOLDER,
+                    "modules": list(WARM_MODULES) + _qkv_modules(library_view[1]), "calls": list(calls)}
+        self.lock = threading.Lock()
+        self.count = 0
+        self.process = subprocess.Popen(self.walls.wrap([sys.executable, SCRIPT_INSIDE, json.dumps(settings)]),
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                        text=True, bufsize=1)
+        ready = self.ready = self._read(startup_seconds)
+        if "ready" not in ready:
+            self.close()
+            raise TemplateUnavailable(f"the kernel template did not start: {ready}")
+        probe = self.spawn_probe()
+        if probe:
+            self.close()
+            raise TemplateUnavailable(f"the kernel template cannot wall off a kernel here: {probe}")
+
+    def _read(self, seconds=60):
+        answer = {}
+
+        def read():
+            line = self.process.stdout.readline()
+            answer.update(json.loads(line) if line else {"error": "the kernel template exited"})
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(seconds)
+        return answer or {"error": f"the kernel template did not answer within {seconds} s"}
+
+    def request(self, **message):
+        with self.lock:
+            if self.process.poll() is not None:
+                return {"error": "the kernel template exited"}
+            try:
+                self.process.stdin.write(json.dumps(message) + "\n")
+                self.process.stdin.flush()
+            except (BrokenPipeError, OSError):
+                return {"error": "the kernel template exited"}
+            return self._read()
+
+    def new_folder(self):
+        """A fresh socket folder for the next kernel (host side path, and its name)."""
+        self.count += 1
+        name = f"k{self.count}"
+        os.mkdir(os.path.join(self.shared_folder, name), 0o700)
+        return name, os.path.join(self.shared_folder, name)
+
+    def spawn(self, folder_name, connection_file_inside):
+        reply = self.request(op="spawn", folder=folder_name, connection_file=connection_file_inside)
+        if "pid" not in reply:
+            raise TemplateUnavailable(reply.get("error", str(reply)))
+        return reply["pid"]
+
+    def spawn_probe(self):
+        """None when a kernel can be walled off here (nested namespaces allowed), else why not."""
+        name, _ = self.new_folder()
+        reply = self.request(op="spawn", folder=name, connection_file="/nonexistent/probe.json")
+        if "pid" not in reply:
+            return reply.get("error", str(reply))
+        for _ in range(600):  # the launcher exits at once on a missing connection file
+            if self.request(op="poll", pid=reply["pid"]).get("returncode") is not None:
+                break
+            time.sleep(0.05)
+        shutil.rmtree(os.path.join(self.shared_folder, name), ignore_errors=True)
+        return None
+
+    @property
+    def alive(self):
+        return self.process.poll() is None
+
+    def close(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.walls.cleanup()
+        shutil.rmtree(self.shared_folder, ignore_errors=True)
+
+
+class ForkedKernelProcess:
+    """The Popen-like handle jupyter_client's provisioner expects, for a kernel forked by the template."""
+
+    stdin = stdout = stderr = None
+
+    def __init__(self, template, pid):
+        self.template, self.pid = template, pid
+        self.returncode = None
+        self.cpu_seconds = 0.0
+
+    def poll(self):
+        if self.returncode is None:
+            reply = self.template.request(op="poll", pid=self.pid)
+            if "error" in reply:
+                self.returncode = -9  # the template is gone, and every kernel it forked with it
+            elif reply.get("returncode") is not None:
+                self.returncode = reply["returncode"]
+                self.cpu_seconds = reply.get("cpu_seconds", 0.0)
+        return self.returncode
+
+    def wait(self, timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("forked kernel", timeout)
+            time.sleep(0.05)
+        return self.returncode
+
+    def send_signal(self, signum):
+        if self.returncode is None:
+            self.template.request(op="signal", pid=self.pid, signal=int(signum))
+
+    def kill(self):
+        import signal
+        self.send_signal(signal.SIGKILL)
+
+    terminate = kill  # a kernel being shut down by the grader has nothing to save
+
+
+class ForkedProvisioner(LocalProvisioner):
+    """LocalProvisioner whose launch asks the template for a fork instead of starting a process. Its `pid` stays
+    None: the kernel's pid is the template's namespace's, meaningless to os.kill here."""
+
+    async def launch_kernel(self, cmd, **kwargs):
+        km = self.parent
+        inside = dict(km.get_connection_info(session=False))
+        inside["ip"] = os.path.join(KERNEL_FOLDER, "kernel")
+        for key in ("key", "signature_scheme"):
+            inside[key] = inside[key].decode() if isinstance(inside[key], bytes) else inside[key]
+        inside_file = os.path.join(km.kernel_folder, "inside.json")
+        with open(inside_file, "w") as f:
+            json.dump(inside, f)
+        pid = km.template.spawn(km.kernel_folder_name, os.path.join(KERNEL_FOLDER, "inside.json"))
+        self.process = self.forked = ForkedKernelProcess(km.template, pid)  # jupyter_client drops .process at exit
+        self.pid = self.pgid = None
+        self.cwd = sandbox.Sandbox.HOME
+        return self.connection_info
+
+    forked = None
+
+    def cpu_seconds(self):
+        return self.forked.cpu_seconds if self.forked else 0.0
+
+
+class ForkedKernelManager(AsyncKernelManager):
+    """A kernel manager whose kernel is forked from a KernelTemplate, talking over IPC sockets in its own folder."""
+
+    template = Any()
+
+    def __init__(self, **kwargs):
+        template = kwargs["template"]
+        name, folder = template.new_folder()
+        kwargs.setdefault("transport", "ipc")
+        kwargs.setdefault("ip", os.path.join(folder, "kernel"))
+        kwargs.setdefault("connection_file", os.path.join(folder, "kernel.json"))
+        super().__init__(**kwargs)
+        self.kernel_folder_name, self.kernel_folder = name, folder
+
+    async def _async_pre_start_kernel(self, **kw):
+        if self.provisioner is None:
+            self.kernel_id = self.kernel_id or kw.get("kernel_id") or os.path.basename(self.kernel_folder)
+            self.provisioner = ForkedProvisioner(kernel_id=self.kernel_id, kernel_spec=self.kernel_spec, parent=self)
+        return await super()._async_pre_start_kernel(**kw)

@@ -1,0 +1,230 @@
+"""A warm Python inside the grading sandbox that forks a fresh, walled-off kernel for each submission.
+
+Run by forked_kernels.KernelTemplate, inside bubblewrap, as a script (it sees no other file of autograde/).
+Starting a kernel costs about a CPU-second (Python, IPython, numpy, matplotlib, qkv); this process pays it once
+and then, for each submission, forks. The fork must not let one student's code reach the template, or through
+it the next student's kernel, so each child is walled off from the template before any student code runs:
+
+    template (this process, not dumpable: no ptrace, no /proc/PID/mem, even for the same uid)
+      └─ keeper    new user, mount, PID, IPC, network and UTS namespaces; fresh tmpfs on /tmp, the home folder
+         │         and /dev/shm; only its own socket folder visible; waits for the kernel, exits with its status
+         └─ kernel PID 1 of its own PID namespace (the template is not there to signal, and everything the student
+                   starts dies with it), no capabilities left, no new privileges; then ipykernel, as
+                   `python -m ipykernel_launcher -f CONNECTION` would run it
+
+Each child's namespaces are owned by a new user namespace, so it holds no capability over the template's; the
+mounts it inherits are locked (they cannot be unmounted to reveal the shared folders underneath). Requests come
+as JSON lines on stdin, answers go as JSON lines on stdout:
+
+    {"op": "spawn", "folder": F, "connection_file": C}  -> {"pid": P} (P as this namespace sees it) or {"error": ...}
+    {"op": "signal", "pid": P, "signal": N}            -> {"ok": true}
+    {"op": "poll", "pid": P}                           -> {"returncode": None | int, "cpu_seconds": float}
+"""
+import ctypes
+import importlib
+import json
+import os
+import signal
+import sys
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+KERNEL_UID = 1000  # the kernel's uid in its own user namespace: not 0, so no exec can give capabilities back
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result, what):
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def _mount(source, target, fstype, flags, data=None):
+    _check(libc.mount(source and source.encode(), target.encode(), fstype and fstype.encode(), flags,
+                      data and data.encode()), f"mount {target}")
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_all_capabilities():
+    for capability in range(64):
+        libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0)  # EINVAL past the last capability: nothing to drop
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    _check(libc.capset(ctypes.byref(_CapHeader(LINUX_CAPABILITY_VERSION_3, 0)), (_CapData * 2)()), "capset")
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+
+
+def warm(modules, calls=()):
+    """Import what every kernel imports, call what every kernel calls (`qkv.model.load`: the weights), and draw
+    one figure so fonts and the Agg renderer are loaded."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as error:  # a module this lesson's kernels cannot import: they will say so themselves
+            print(f"kernel template: could not import {name}: {error}", file=sys.stderr)
+    for dotted in calls:
+        module, _, function = dotted.rpartition(".")
+        try:
+            getattr(importlib.import_module(module), function)()
+        except Exception as error:
+            print(f"kernel template: could not call {dotted}: {error}", file=sys.stderr)
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        figure = Figure()
+        FigureCanvasAgg(figure)
+        axes = figure.subplots()
+        axes.plot([0, 1], [0, 1], label="warm")
+        axes.set_title("warm")
+        axes.legend()
+        figure.canvas.draw()
+    except Exception as error:
+        print(f"kernel template: could not warm matplotlib: {error}", file=sys.stderr)
+
+
+def _write(fd, message):
+    os.write(fd, (json.dumps(message) + "\n").encode())
+
+
+def become_kernel(request, settings, report_fd):
+    """In the keeper (a fresh fork of the template): build the walls, fork the kernel, wait for it."""
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    uid, gid = os.getuid(), os.getgid()
+    _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS),
+           "unshare")
+    with open("/proc/self/setgroups", "w") as f:
+        f.write("deny")
+    with open("/proc/self/uid_map", "w") as f:
+        f.write(f"{KERNEL_UID} {uid} 1")
+    with open("/proc/self/gid_map", "w") as f:
+        f.write(f"{KERNEL_UID} {gid} 1")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount(os.path.join(settings["shared_folder"], request["folder"]), settings["kernel_folder"], None, MS_BIND)
+    size = f"size={settings['home_bytes']},mode=0700"
+    for folder in ("/tmp", settings["home"], "/dev/shm"):  # nothing an earlier kernel wrote is left to read
+        _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, size)
+    os.makedirs(os.path.join(settings["home"], ".matplotlib"), exist_ok=True)
+    if os.path.isdir(settings["shared_folder"]):  # other kernels' socket folders vanish under an empty tmpfs
+        _mount("tmpfs", settings["shared_folder"], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k")
+    kernel = os.fork()
+    if kernel == 0:
+        try:
+            run_kernel(request, settings)
+        finally:
+            os._exit(70)
+    _write(report_fd, {"pid": kernel})
+    os.close(report_fd)
+    os.closerange(0, 3)
+    _, status = os.waitpid(kernel, 0)
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
+def run_kernel(request, settings):
+    """PID 1 of the kernel's namespace: drop everything, then run ipykernel as its launcher would."""
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    os.setsid()
+    drop_all_capabilities()
+    libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # an ordinary process again, for whatever the student runs
+    devnull = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.closerange(3, 1 << 16)
+    os.chdir(settings["home"])
+    if "numpy" in sys.modules:  # every kernel its own random stream, as a freshly started one has
+        sys.modules["numpy"].random.seed()
+    if sys.path and sys.path[0] in ("", os.path.dirname(os.path.abspath(__file__))):
+        del sys.path[0]
+    sys.argv = ["ipykernel_launcher", "-f", request["connection_file"]]
+    from ipykernel import kernelapp
+
+    kernelapp.launch_new_instance()
+    os._exit(0)
+
+
+class Template:
+    def __init__(self, settings):
+        self.settings = settings
+        self.keepers = {}   # kernel pid -> keeper pid
+        self.finished = {}  # kernel pid -> (returncode, cpu seconds)
+
+    def spawn(self, request):
+        read_fd, write_fd = os.pipe()
+        keeper = os.fork()
+        if keeper == 0:
+            try:
+                os.close(read_fd)
+                os.closerange(0, 3)  # the grader's pipes are the template's alone
+                become_kernel(request, self.settings, write_fd)
+            except BaseException as error:
+                try:
+                    _write(write_fd, {"error": f"{type(error).__name__}: {error}"})
+                finally:
+                    os._exit(71)
+        os.close(write_fd)
+        with os.fdopen(read_fd) as answer:
+            line = answer.readline()
+        reply = json.loads(line) if line else {"error": "the keeper exited before starting the kernel"}
+        if "pid" in reply:
+            self.keepers[reply["pid"]] = keeper
+        else:
+            os.waitpid(keeper, 0)
+        return reply
+
+    def signal(self, request):
+        pid = request["pid"]
+        if pid in self.keepers:
+            try:
+                os.kill(pid, request["signal"])
+            except ProcessLookupError:
+                pass
+        return {"ok": True}
+
+    def poll(self, request):
+        pid = request["pid"]
+        if pid in self.finished:
+            returncode, cpu = self.finished[pid]
+            return {"returncode": returncode, "cpu_seconds": cpu}
+        keeper = self.keepers.get(pid)
+        if keeper is None:
+            return {"returncode": -1, "cpu_seconds": 0.0}
+        done, status, usage = os.wait4(keeper, os.WNOHANG)
+        if done == 0:
+            return {"returncode": None}
+        del self.keepers[pid]
+        returncode = os.waitstatus_to_exitcode(status)
+        cpu = usage.ru_utime + usage.ru_stime
+        self.finished[pid] = (returncode, cpu)
+        return {"returncode": returncode, "cpu_seconds": cpu}
+
+
+def serve():
+    settings = json.loads(sys.argv[1])
+    os.environ.update(settings.get("environment", {}))
+    warm(settings.get("modules", []), settings.get("calls", []))
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    template = Template(settings)
+    out = sys.stdout.fileno()
+    _write(out, {"ready": os.getpid(), "threads": len(os.listdir("/proc/self/task"))})
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            reply = getattr(template, request["op"])(request)
+        except Exception as error:
+            reply = {"error": f"{type(error).__name__}: {error}"}
+        _write(out, reply)
+
+
+if __name__ == "__main__":
+    serve()

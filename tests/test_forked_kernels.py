@@ -1,0 +1,195 @@
+"""Kernels forked from a warm template (forked_kernels.py, kernel_template.py) are walled off from the template and
+from each other: a student's kernel cannot leave anything for the next one, cannot reach the template (ptrace,
+its memory, signals), has no capability and no network, and everything it starts dies with it.
+
+Each test runs student code in real forked kernels and checks from outside what it could and could not do.
+"""
+import json
+import os
+import socket
+import sys
+
+import nbformat
+import pytest
+
+from lessons import ROOT
+
+sys.path.insert(0, str(ROOT / "autograde"))
+from qkv_autograde import forked_kernels, preprocessors, sandbox, student_kernel  # noqa: E402
+
+LESSON = "01-lookup"
+
+if not sandbox.bwrap_works():
+    if os.environ.get("CI"):
+        raise RuntimeError("bubblewrap is missing under CI: `make sandbox` (.ci/install-sandbox) installs it")
+    pytest.skip("forked kernels need bubblewrap (make sandbox)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def template():
+    warm = forked_kernels.KernelTemplate(**preprocessors.kernel_walls(LESSON, 2 << 30))
+    yield warm
+    warm.close()
+
+
+def run_in_new_kernel(template, source):
+    """Run `source` in a kernel forked from `template`; the JSON it prints last, decoded."""
+    kernel = student_kernel.StudentKernel(lambda: forked_kernels.ForkedKernelManager(template=template),
+                                          cell_seconds=60)
+    try:
+        kernel.start()
+        cell = nbformat.v4.new_code_cell(source)
+        status = kernel.run_cell(cell, 0)
+        text = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
+        errors = [f"{o.get('ename')}: {o.get('evalue')}" for o in cell.outputs if o.get("output_type") == "error"]
+        assert status == "ok", (status, errors, text)
+        return json.loads(text.strip().splitlines()[-1])
+    finally:
+        kernel.close()
+
+
+def descendants(pid):
+    """Command lines of every live process below `pid` (host /proc)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                continue
+            children.setdefault(parent, []).append((int(entry), command))
+    found, stack = [], [pid]
+    while stack:
+        for child, command in children.get(stack.pop(), []):
+            found.append(command)
+            stack.append(child)
+    return found
+
+
+LEAVE_TRACES = r"""
+import json, os, subprocess
+places = ["/tmp", os.environ["HOME"], "/dev/shm", "/", "/dev", "/run", "/opt/qkv", "/run/qkv-kernel/..", SHARED]
+written = {}
+for place in places:
+    try:
+        with open(os.path.join(place, "trace-of-an-earlier-kernel"), "w") as f:
+            f.write("x")
+        written[place] = True
+    except OSError:
+        written[place] = False
+subprocess.Popen(["sleep", "600"])             # a straggler that should die with the kernel
+if os.fork() == 0:                              # and a daemonised one
+    os.setsid()
+    subprocess.Popen(["sleep", "601"])
+    os._exit(0)
+print(json.dumps(written))
+"""
+
+FIND_TRACES = r"""
+import json, os
+places = ["/tmp", os.environ["HOME"], "/dev/shm", "/", "/dev", "/run", "/opt/qkv", SHARED]
+print(json.dumps({p: os.path.exists(os.path.join(p, "trace-of-an-earlier-kernel")) for p in places}))
+"""
+
+
+def test_a_kernel_leaves_nothing_for_the_next_one(template):
+    shared = repr(template.shared_folder)
+    written = run_in_new_kernel(template, LEAVE_TRACES.replace("SHARED", shared))
+    # its own scratch space is writable; the template's shared world is not
+    assert written["/tmp"] and written["/dev/shm"] and written[sandbox.Sandbox.HOME], written
+    assert not any(written[p] for p in ("/", "/dev", "/run", "/opt/qkv", "/run/qkv-kernel/..",
+                                        template.shared_folder)), written
+    found = run_in_new_kernel(template, FIND_TRACES.replace("SHARED", shared))
+    assert not any(found.values()), f"the next kernel found traces of the earlier one: {found}"
+    left = [c for c in descendants(template.process.pid) if c.startswith("sleep")]
+    assert not left, f"processes started by an earlier kernel are still running: {left}"
+
+
+ATTACK_THE_TEMPLATE = r"""
+import ctypes, json, os, signal
+libc = ctypes.CDLL(None, use_errno=True)
+me = os.readlink("/proc/self")
+targets = []
+for entry in os.listdir("/proc"):
+    if entry.isdigit() and entry != me:
+        try:
+            if b"kernel_template" in open(f"/proc/{entry}/cmdline", "rb").read():
+                targets.append(int(entry))
+        except OSError:
+            pass
+done = {"targets": len(targets), "memory": 0, "ptrace": 0, "pidfd": 0, "kill": 0, "environ": 0}
+for pid in targets:
+    try:
+        with open(f"/proc/{pid}/mem", "r+b") as f:
+            f.write(b"x")
+        done["memory"] += 1
+    except OSError:
+        pass
+    try:
+        open(f"/proc/{pid}/environ", "rb").read()
+        done["environ"] += 1
+    except OSError:
+        pass
+    if libc.ptrace(16, pid, None, None) == 0:   # PTRACE_ATTACH
+        done["ptrace"] += 1
+    try:
+        fd = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY)
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+        done["pidfd"] += 1
+    except OSError:
+        pass
+    try:
+        os.kill(pid, signal.SIGKILL)   # a number in the template's namespace: not the template's in this one
+        done["kill"] += 1
+    except OSError:
+        pass
+status = open("/proc/self/status").read()
+done["capabilities"] = [l.split()[1] for l in status.splitlines() if l.startswith(("CapEff", "CapPrm", "CapBnd"))]
+done["uid"] = os.getuid()
+done["pid"] = os.getpid()
+print(json.dumps(done))
+"""
+
+
+def test_a_kernel_cannot_reach_the_template(template):
+    done = run_in_new_kernel(template, ATTACK_THE_TEMPLATE)
+    assert done["targets"] >= 1, "the template should at least be visible in /proc, to attack"
+    assert (done["memory"], done["environ"], done["ptrace"], done["pidfd"]) == (0, 0, 0, 0), done
+    assert set(done["capabilities"]) == {"0000000000000000"}, done
+    assert done["uid"] != 0 and done["pid"] == 1, done
+    assert template.alive
+    assert run_in_new_kernel(template, "import json; print(json.dumps('still forking'))") == "still forking"
+
+
+def test_a_kernel_has_no_network():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    warm = forked_kernels.KernelTemplate(**preprocessors.kernel_walls(LESSON, 2 << 30))
+    try:
+        reached = run_in_new_kernel(warm, "import json, socket\ntry:\n"
+                                          f"    socket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
+                                          "    print(json.dumps(True))\nexcept OSError:\n    print(json.dumps(False))")
+    finally:
+        warm.close()
+        listener.close()
+    assert reached is False
+
+
+def test_a_forked_kernel_is_a_normal_kernel_for_the_student(template):
+    """What a notebook sees: its own random stream, the lesson's qkv (references withheld), figures, a clean home."""
+    source = ("import json, os, numpy as np\nimport matplotlib.pyplot as plt\n%matplotlib inline\n"
+              "from qkv import attention\ntry:\n    attention.softmax(np.zeros(3))\n    withheld = False\n"
+              "except Exception as e:\n    withheld = type(e).__name__\n"
+              "plt.plot([1, 2]); plt.close('all')\n"
+              "print(json.dumps({'random': float(np.random.rand()), 'withheld': withheld, 'cwd': os.getcwd(),"
+              " 'home': sorted(os.listdir(os.environ['HOME']))}))")
+    first, second = run_in_new_kernel(template, source), run_in_new_kernel(template, source)
+    assert first["random"] != second["random"], "every kernel must have its own random stream"
+    assert first["withheld"] == "WithheldDuringGrading"
+    assert first["cwd"] == sandbox.Sandbox.HOME
+    assert ".matplotlib" in first["home"]
