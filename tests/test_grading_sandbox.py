@@ -1,4 +1,5 @@
-"""A class that attacks the grader, graded with README's stock commands: every attack changes nothing but the
+"""A class that attacks the grader, graded with README's stock commands and with `make grade` (one warm worker,
+so every kernel is forked from the same template, one after the other): every attack changes nothing but the
 attacker's own honest score, each one is named in the anomaly report, and the run completes.
 
 The class is lesson 01 (the cheapest to grade). Honest, broken and hostile students hand in notebooks; the test
@@ -43,9 +44,11 @@ if not sandbox.bwrap_works():
                 "isolated, which test_partial_isolation_is_named checks", allow_module_level=True)
 
 
+ENV = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", MPLBACKEND="Agg")
+
+
 def run(*args, cwd, check=True, **kw):
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", MPLBACKEND="Agg")
-    result = subprocess.run([str(BIN / "nbgrader"), *args], cwd=cwd, env=env, capture_output=True, text=True,
+    result = subprocess.run([str(BIN / "nbgrader"), *args], cwd=cwd, env=ENV, capture_output=True, text=True,
                             timeout=1800, **kw)
     if check and result.returncode != 0:
         raise AssertionError(f"nbgrader {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
@@ -180,10 +183,24 @@ def hostile_class(course, port):
         "corrupt": (b'{"cells": [', None, 0, ["corrupt file"]),
         "empty": (b"", None, 0, ["corrupt file"]),
         "lockededit": (_edit_test_cell(perfect()), None, FULL, ["locked cell edited"]),
+        # graded one after the other by one worker under make grade: what the first leaves behind must not reach
+        # the second (a fresh home, /tmp and /dev/shm, no straggling process), or the second loses its points
+        "persister": (with_cell(perfect(), "softmax", PERSIST), None, FULL, []),
+        "persister2": (with_cell(perfect(), "hard_lookup", SNOOP), None, FULL, []),
         "with space": (perfect(), None, FULL, []),
         "élodie": (perfect(), None, FULL, []),
     }
     return students
+
+
+PERSIST = ("import os, subprocess\nfor place in ['/tmp', os.path.expanduser('~'), '/dev/shm', '/', '/dev']:\n"
+           "    try:\n        open(os.path.join(place, 'left-by-persister'), 'w').write('x')\n"
+           "    except OSError:\n        pass\n"
+           "subprocess.Popen(['sh', '-c', 'sleep 5; touch /tmp/left-by-persister'])")
+SNOOP = ("import os\nif any(os.path.exists(os.path.join(p, 'left-by-persister')) for p in\n"
+         "       ['/tmp', os.path.expanduser('~'), '/dev/shm', '/', '/dev']):\n"
+         "    def hard_lookup(query, keys, values):  # sabotaged by what an earlier kernel left\n"
+         "        return None")
 
 
 def _stripped(nb):
@@ -198,10 +215,17 @@ def _edit_test_cell(nb):
     return with_cell(nb, "test_softmax", "pass  # nothing to see here", replace=True)
 
 
-@pytest.fixture(scope="module")
-def graded_class(tmp_path_factory):
+ROUTES = {"nbgrader autograde": "README's manual route: stock nbgrader, a fresh kernel per submission",
+          "make grade": "python -m qkv_autograde with one worker: kernels forked from one warm template"}
+
+
+@pytest.fixture(scope="module", params=list(ROUTES))
+def graded_class(tmp_path_factory, request):
     instructor = copy_course(tmp_path_factory.mktemp("course"))
     course = instructor.parent
+    if request.param == "make grade":  # the same short limits as FAST, through the course's config
+        with (instructor / "nbgrader_config.py").open("a") as config:
+            config.write("\n" + "\n".join(f"c.{flag[2:].replace('=', ' = ')}" for flag in FAST) + "\n")
     run("generate_assignment", LESSON, "--force", cwd=instructor)
     listener = Listener()
     students = hostile_class(course, listener.port)
@@ -212,16 +236,23 @@ def graded_class(tmp_path_factory):
                  course / "solutions", course / "notebooks"]
     before = hashes(*protected) | hashes(instructor / "nbgrader_config.py")
     started = time.monotonic()
-    result = run("autograde", LESSON, *FAST, cwd=instructor)
+    if request.param == "make grade":
+        result = subprocess.run([sys.executable, "-m", "qkv_autograde", LESSON, "--jobs", "1"], cwd=instructor,
+                                env=ENV, capture_output=True, text=True, timeout=3600)
+        assert result.returncode == 0, result.stderr[-3000:]
+    else:
+        result = run("autograde", LESSON, *FAST, cwd=instructor)
     seconds = time.monotonic() - started
-    run("generate_feedback", LESSON, cwd=instructor)
-    run("export", "--to", "grades.csv", cwd=instructor)
+    if request.param != "make grade":  # make grade writes feedback and grades.csv itself
+        run("generate_feedback", LESSON, cwd=instructor)
+        run("export", "--to", "grades.csv", cwd=instructor)
     listener.close()
     after = hashes(*protected) | hashes(instructor / "nbgrader_config.py")
     grades = {r["student_id"]: float(r["score"]) for r in csv.DictReader((instructor / "grades.csv").open())
               if r["assignment"] == LESSON}
     report = {r["student"]: r for r in csv.DictReader((instructor / f"anomalies-{LESSON}.csv").open())}
-    print(f"hostile class of {len(students) + 1} graded in {seconds:.0f} s (isolation: {sandbox.isolation()})")
+    print(f"hostile class of {len(students) + 1} graded by {request.param} in {seconds:.0f} s "
+          f"(isolation: {sandbox.isolation()})")
     return dict(course=course, students=students, grades=grades, report=report, before=before, after=after,
                 listener=listener, log=result.stdout + result.stderr)
 
