@@ -115,6 +115,7 @@ def test_dask_cluster_grades_equal_sequential_grades(sequential, tmp_path):
                           timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     assert results(instructor) == sequential[0]
+    assert feedback_verdicts(instructor) == sequential[1], "feedback written by the coordinator (remote workers)"
 
 
 def test_killed_then_rerun_grades_only_what_is_missing_and_ends_the_same(sequential, tmp_path):
@@ -156,3 +157,52 @@ def test_an_lms_zip_goes_to_grades_in_one_command(tmp_path):
     report = (instructor / f"anomalies-{LESSON}.csv").read_text()
     assert "not a notebook" in report and "unsafe path" in report
     assert (instructor / f"items-{LESSON}.html").stat().st_size > 1000
+
+
+@pytest.fixture(scope="module")
+def small_class(tmp_path_factory):
+    """Four submissions of lesson 01 (perfect, blank, half-done, renamed) graded by make grade on two workers."""
+    instructor = copy_course(tmp_path_factory.mktemp("small"))
+    subprocess.run([str(BIN / "nbgrader"), "generate_assignment", LESSON, "--force"], cwd=instructor, env=env(),
+                   check=True, capture_output=True)
+    hand_in(instructor, LESSON, "ada", solved_release(LESSON))
+    hand_in(instructor, LESSON, "bo", solved_release(LESSON, []))
+    hand_in(instructor, LESSON, "cy", solved_release(LESSON, ["hard_lookup", "softmax"]))
+    hand_in(instructor, LESSON, "di", solved_release(LESSON), name="01-lookup-Copy1.ipynb")
+    done = grade_with_make_grade(instructor, "--jobs", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "graded 4 submission(s)" in done.stdout and "feedback failed" not in done.stdout, done.stdout
+    return instructor
+
+
+def files_under(folder):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_in_process_export_and_feedback_equal_the_stock_commands(small_class):
+    # the stock commands, on the same gradebook and autograded notebooks, next to what make grade wrote
+    for args in (["export", "--to", "stock-grades.csv"],
+                 ["generate_feedback", LESSON, "--CourseDirectory.feedback_directory=stock-feedback"]):
+        done = subprocess.run([str(BIN / "nbgrader"), *args], cwd=small_class, env=env(), capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert (small_class / "grades.csv").read_bytes() == (small_class / "stock-grades.csv").read_bytes()
+    ours, stock = files_under(small_class / "feedback"), files_under(small_class / "stock-feedback")
+    assert sorted(ours) == sorted(stock) and len([p for p in ours if p.endswith(".html")]) == 4
+    assert ours == stock, [p for p in ours if ours[p] != stock[p]]
+
+
+def test_feedback_that_fails_is_reported_per_student(small_class, tmp_path):
+    import shutil
+    course = tmp_path / "qkv"
+    shutil.copytree(small_class.parent, course)
+    instructor = course / "autograde"
+    (instructor / "autograded" / "bo" / LESSON / f"{LESSON}.ipynb").write_text("{ not a notebook")
+    script = ("from qkv_autograde.feedback import generate\n"
+              f"print('FAILED', generate({LESSON!r}, ['ada', 'bo'], True))\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=instructor, env=env(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("FAILED", 1)[1].strip() == "['bo']"
+    assert (instructor / "feedback" / "ada" / LESSON / f"{LESSON}.html").exists()
+    assert not (instructor / "feedback" / "bo" / LESSON).exists(), "nbgrader removes a failed student's folder"
+    assert (instructor / "feedback" / "cy" / LESSON / f"{LESSON}.html").exists(), "another share: left alone"

@@ -6,6 +6,7 @@ run in autograde/ (make grade does that). Steps: collect an LMS export into subm
 zip_collect), grade every pending submission in parallel (parallel.py; locally one worker per core, or on a Dask
 cluster with --scheduler or $DASK_SCHEDULER), write feedback, export grades.csv, and write the anomaly report and
 the item analysis. Rerunning grades only what is missing or half-done; a finished class is a no-op without --force.
+Feedback and the export run nbgrader's own code in processes already running (feedback.py), not as commands.
 """
 import argparse
 import concurrent.futures
@@ -20,6 +21,7 @@ import warnings
 import nbformat
 from tqdm import tqdm
 
+from . import feedback as feedback_pages
 from . import gradebook_writes, intake, item_analysis, parallel, report, submissions
 from .converter import completely_graded
 
@@ -33,10 +35,13 @@ def default_jobs():
 class LocalWorkers:
     """Worker processes on this machine, each warmed once for the lesson."""
 
+    sees_the_course = True  # they can read the gradebook and autograded/, so they can write feedback too
+
     def __init__(self, jobs, lesson, settings=None):
         self.pool = concurrent.futures.ProcessPoolExecutor(
             max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
             initializer=parallel.warm_up, initargs=(lesson, settings))
+        self.jobs = jobs
 
     def submit(self, fn, *args):
         return self.pool.submit(fn, *args)
@@ -47,6 +52,8 @@ class LocalWorkers:
 
 class DaskWorkers:
     """The same jobs on a Dask distributed cluster; results come back here, the only writer of the gradebook."""
+
+    sees_the_course = False  # remote: no gradebook, no autograded/ folder
 
     def __init__(self, address, lesson, settings=None):
         from dask.distributed import Client
@@ -134,18 +141,39 @@ def _ensure_assignment(lesson):
         raise SystemExit(f"could not prepare {lesson} for grading:\n{done.stderr[-2000:]}")
 
 
-def feedback(lesson, students, jobs, force):
-    """generate_feedback for the students just graded, split over `jobs` processes (each reads the gradebook and
-    writes only its own students' folders)."""
-    groups = [students[k::jobs] for k in range(min(jobs, len(students)))]
-    extra = ["--force"] if force else []
+def feedback(coursedir, lesson, sent, workers, force):
+    """Feedback pages for the lesson's graded students, as `nbgrader generate_feedback lesson [--force]` writes them
+    (without --force it skips the students whose pages are up to date); returns the students whose feedback failed.
 
-    def run(group):
-        others = sorted(set(students) - set(group))
-        return _nbgrader("generate_feedback", lesson, *extra,
-                         *([f"--CourseDirectory.student_id_exclude={','.join(others)}"] if others else []))
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(groups) or 1) as pool:
-        return [r for r in pool.map(run, groups) if r.returncode != 0]
+    Local workers are warm and idle once grading is done: each writes the pages of a disjoint share of the class,
+    reading the gradebook, which nobody writes by now. With a remote cluster, the pages are written here."""
+    students = feedback_pages.graded_students(coursedir, lesson)
+    if not workers.sees_the_course:
+        return feedback_pages.generate(lesson, students, force)
+    # the students just graded need new pages, the others are usually up to date: spread the first evenly. No more
+    # shares than workers the pool has started (one per submission sent, up to jobs): a new one would start cold.
+    graded = set(students)
+    ordered = list(dict.fromkeys([s for s in sent if s in graded] + students))  # sent: once per notebook
+    count = max(1, min(workers.jobs, len(sent)))
+    shares = [ordered[k::count] for k in range(count) if ordered[k::count]]
+    running = []
+    for share in shares:
+        try:
+            running.append((share, workers.submit(feedback_pages.generate, lesson, share, force)))
+        except RuntimeError:  # the pool is broken (a worker was lost during grading): written below, here
+            running.append((share, None))
+    failed = []
+    for share, future in running:
+        try:
+            failed += future.result()
+        except Exception as error:  # a worker lost while writing, or never given the share: written here instead
+            if future is not None:
+                print(f"qkv grader: a worker writing feedback failed ({error!r}); writing its share here",
+                      file=sys.stderr)
+            # --force: a worker lost half-way may have left a student's folder without its page, which nbgrader
+            # would take for up to date; rewriting a page that was complete gives the same page
+            failed += feedback_pages.generate(lesson, share, True)
+    return sorted(failed)
 
 
 def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False, out=sys.stdout):
@@ -165,20 +193,24 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
     parallel.PENDING.clear()
     parallel.MEASUREMENTS.clear()
     bar = tqdm(total=0, unit="submission", desc=f"grading {lesson}", file=sys.stderr, dynamic_ncols=True)
-    try:
-        recollected = {n["student"] for n in notes if n["name"] == "collected again"}
-        sent, staged = prefetch(app, lesson, workers, force, bar, regrade=recollected)
-        app.start()
+    try:  # the workers stay up after grading: local ones write the feedback
+        try:
+            recollected = {n["student"] for n in notes if n["name"] == "collected again"}
+            sent, staged = prefetch(app, lesson, workers, force, bar, regrade=recollected)
+            app.start()
+        finally:
+            bar.close()
+        if notes:  # the intake's notes join the anomaly report the grading run wrote
+            by_student = {}
+            for n in notes:
+                by_student.setdefault(n["student"], []).append({"name": n["name"], "detail": n["detail"]})
+            report.write(HERE, app.coursedir.db_url, lesson, staged, by_student)
+        for unclaimed in parallel.PENDING.values():  # sent, but nbgrader did not grade it: not worth waiting for
+            unclaimed.future.cancel()
+        failed_feedback = feedback(app.coursedir, lesson, sent, workers, force) if sent else []
     finally:
-        bar.close()
         workers.close()
-    if notes:  # the intake's notes join the anomaly report the grading run wrote
-        by_student = {}
-        for n in notes:
-            by_student.setdefault(n["student"], []).append({"name": n["name"], "detail": n["detail"]})
-        report.write(HERE, app.coursedir.db_url, lesson, staged, by_student)
-    failed_feedback = feedback(lesson, sent, jobs, force) if sent else []
-    _nbgrader("export", "--to", "grades.csv")
+    feedback_pages.export_grades("grades.csv")  # byte for byte `nbgrader export --to grades.csv`
     items = item_analysis.write(HERE, app.coursedir.db_url, lesson)
     return summary(lesson, sent, notes, failed_feedback, items, time.monotonic() - started, out)
 
@@ -194,13 +226,15 @@ def summary(lesson, sent, notes, failed_feedback, items, seconds, out):
              f"({len(rows) - len(sent)} already graded or refused); {len(flagged)} flagged in the anomaly report.",
              f"  CPU per submission (worker and its kernel): {cpu:.1f} s" if measured else "",
              f"  intake notes: {len(notes)}" if notes else "",
-             f"  feedback failed for {len(failed_feedback)} student(s)" if failed_feedback else "",
+             f"  feedback failed for {len(failed_feedback)} student(s): {', '.join(failed_feedback)}"
+             if failed_feedback else "",
              f"  grades:    {os.path.join(HERE, 'grades.csv')}",
              f"  anomalies: {os.path.join(HERE, f'anomalies-{lesson}.html')}",
              f"  items:     {items}" if items else "",
              f"  feedback:  {os.path.join(HERE, 'feedback')}/<student>/{lesson}/"]
     print("\n".join(line for line in lines if line), file=out)
-    return {"sent": sent, "flagged": flagged, "measurements": list(measured), "seconds": seconds, "notes": notes}
+    return {"sent": sent, "flagged": flagged, "measurements": list(measured), "seconds": seconds, "notes": notes,
+            "failed_feedback": failed_feedback}
 
 
 def main(argv=None):

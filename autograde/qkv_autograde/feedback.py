@@ -1,0 +1,76 @@
+"""Feedback pages and grades.csv, written by nbgrader's own code inside processes that are already running.
+
+`nbgrader generate_feedback` and `nbgrader export` as subprocesses each paid nbgrader's start-up (imports, config
+loading: ~2.5 s a process on the 2-core machine) before doing work measured in milliseconds (export) or a fraction
+of a second per student (feedback: nbconvert's HTML exporter). Here the very same app classes run in-process,
+initialized from the same argument list the command line would get, so they load the same config files
+(autograde/nbgrader_config.py, the user's and the environment's) and write the same files:
+
+- `generate(lesson, students, force)`: GenerateFeedbackApp's converter for the given students only. `make grade`
+  runs it in the grading workers, which are warm and idle once grading is done, each for a disjoint share of the
+  class (it only reads the gradebook), or in the coordinator when the workers are a remote Dask cluster that
+  cannot see the gradebook or the autograded notebooks.
+- `export_grades(to)`: ExportApp with its CSV plugin, in the coordinator.
+"""
+import glob
+import os
+
+from nbgrader.apps.exportapp import ExportApp
+from nbgrader.apps.generatefeedbackapp import GenerateFeedbackApp
+from nbgrader.converters import GenerateFeedback, NbGraderException
+
+
+class _FeedbackForStudents(GenerateFeedback):
+    """nbgrader's GenerateFeedback restricted to some students, noting which of them it wrote and which it skipped
+    as up to date: nbgrader itself only logs a student whose feedback failed, and raises once at the end."""
+
+    def __init__(self, students, **kwargs):
+        super().__init__(**kwargs)
+        self.students = set(students)
+        self.written, self.up_to_date = set(), set()
+
+    def init_destination(self, assignment_id, student_id):
+        if student_id not in self.students:
+            return False  # another process's share: what --CourseDirectory.student_id_exclude does, at this step too
+        wanted = super().init_destination(assignment_id, student_id)
+        if not wanted:
+            self.up_to_date.add(student_id)
+        return wanted
+
+    def set_permissions(self, assignment_id, student_id):
+        super().set_permissions(assignment_id, student_id)
+        self.written.add(student_id)  # nbgrader's last step for a student whose every notebook was converted
+
+
+def _app(app_class, argv):
+    app = app_class()
+    app.initialize(argv)
+    return app
+
+
+def generate(lesson, students, force):
+    """Write feedback/<student>/<lesson>/ for `students`, as `nbgrader generate_feedback lesson [--force]` would;
+    returns the students whose feedback failed (nbgrader logs why, to stderr)."""
+    # ERROR: a failed student's traceback still reaches the terminal, but not the warnings nbgrader logs for routine
+    # work ('Removing existing assignment' for every student under --force)
+    app = _app(GenerateFeedbackApp, [lesson, "--log-level=ERROR"] + (["--force"] if force else []))
+    app.coursedir.assignment_id = lesson  # what GenerateFeedbackApp.start does with its one argument
+    converter = _FeedbackForStudents(students, coursedir=app.coursedir, parent=app)
+    try:
+        converter.start()
+    except NbGraderException:
+        pass  # raised after the failed students were logged, or when none has an autograded notebook: counted below
+    return sorted(set(students) - converter.written - converter.up_to_date)
+
+
+def graded_students(coursedir, lesson):
+    """The students with an autograded notebook of `lesson`: those `nbgrader generate_feedback lesson` considers
+    (in the course's layout, nbgrader's default <autograded>/<student>/<lesson>/, as grade_class assumes too)."""
+    folders = glob.glob(coursedir.format_path(coursedir.autograded_directory, "*", lesson))
+    return sorted(os.path.basename(os.path.dirname(os.path.normpath(folder))) for folder in folders
+                  if glob.glob(os.path.join(folder, f"{coursedir.notebook_id}.ipynb")))
+
+
+def export_grades(to="grades.csv"):
+    """grades.csv exactly as `nbgrader export --to <to>` writes it, from the current directory's course."""
+    _app(ExportApp, ["--to", to, "--log-level=WARN"]).start()
