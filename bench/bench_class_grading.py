@@ -74,17 +74,21 @@ def report(lesson, n, jobs):
     seq_seconds, seq_cpu, seq_grades = sequential(lesson, n)
     par_seconds, measured, par_grades = parallel(lesson, n, jobs)
     cpu = [m["cpu_seconds"] for m in measured]
-    rss = {}
+    rss, template_rss = {}, {}
     for m in measured:
         rss[m["worker"]] = max(rss.get(m["worker"], 0), m["peak_rss_mb"])
+        template_rss[m["worker"]] = max(template_rss.get(m["worker"], 0), m.get("template_peak_rss_mb", 0))
+    forked = sum(1 for m in measured if m.get("forked"))
     print(f"{lesson}, {n} submissions, {jobs} workers on {os.cpu_count()} CPUs "
           f"(load average {os.getloadavg()[0]:.1f}):")
     print(f"  README's nbgrader autograde (sequential): {seq_seconds:7.1f} s wall, "
-          f"{seq_cpu / n:5.2f} CPU-s per submission")
+          f"{seq_cpu / n:5.2f} CPU-s per submission counted (kernels killed in their PID namespace escape this count)")
     print(f"  make grade (parallel, incl. feedback):    {par_seconds:7.1f} s wall, "
           f"{sum(cpu) / len(cpu):5.2f} CPU-s per submission (worker + kernel)")
     print(f"  speed-up {seq_seconds / par_seconds:.2f}x; peak memory per worker "
-          f"{', '.join(f'{v:.0f} MB' for v in rss.values())}; same grades: {seq_grades == par_grades}")
+          f"{', '.join(f'{v:.0f} MB' for v in rss.values())}, per worker's kernel template "
+          f"{', '.join(f'{v:.0f} MB' for v in template_rss.values())}; kernels forked from a template: "
+          f"{forked} of {len(measured)}; same grades: {seq_grades == par_grades}")
 
 
 if __name__ == "__main__":

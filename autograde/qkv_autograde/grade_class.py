@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import warnings
 
@@ -38,9 +39,14 @@ class LocalWorkers:
     sees_the_course = True  # they can read the gradebook and autograded/, so they can write feedback too
 
     def __init__(self, jobs, lesson, settings=None):
+        # Forked from this process, a worker starts with nbgrader, nbconvert and numpy already imported (about
+        # 2 CPU-s each otherwise); forking is only safe while this process runs no other thread.
+        context = "fork" if threading.active_count() == 1 else "spawn"
         self.pool = concurrent.futures.ProcessPoolExecutor(
-            max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+            max_workers=jobs, mp_context=multiprocessing.get_context(context),
             initializer=parallel.warm_up, initargs=(lesson, settings))
+        if context == "fork":
+            self.pool.submit(os.getpid)  # fork now, before the progress bar starts its thread
         self.jobs = jobs
 
     def submit(self, fn, *args):
@@ -76,16 +82,19 @@ def _nbgrader_app(lesson, force, log_level="WARN"):
     chain = list(app.config.Autograde.autograde_preprocessors)
     app.config.Autograde.autograde_preprocessors = [
         parallel.PooledExecute if getattr(p, "__name__", "") == "SandboxedExecute" else p for p in chain]
+    parallel.PrefetchedSanitize.chain = list(app.config.Autograde.sanitize_preprocessors)
+    app.config.Autograde.sanitize_preprocessors = [parallel.PrefetchedSanitize]
     return app
 
 
 def _sanitized(app, lesson, student, notebook, path):
     """The notebook exactly as nbgrader's sanitize step will hand it to the execute step."""
     nb = nbformat.read(path, as_version=4)
+    submitted = nbformat.writes(nb)
     resources = {"nbgrader": {"student": student, "assignment": lesson, "notebook": notebook,
                               "db_url": app.coursedir.db_url}}
-    for step in app.config.Autograde.sanitize_preprocessors:
-        nb, resources = step(config=app.config)(nb, resources)
+    nb, _ = parallel.sanitize(parallel.PrefetchedSanitize.chain, app.config, nb, resources)
+    parallel.SANITIZED[(student, notebook)] = (submitted, nbformat.writes(nb))
     return nb
 
 
@@ -191,6 +200,7 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
     settings = parallel.settings_of(app.config)
     workers = DaskWorkers(scheduler, lesson, settings) if scheduler else LocalWorkers(jobs, lesson, settings)
     parallel.PENDING.clear()
+    parallel.SANITIZED.clear()
     parallel.MEASUREMENTS.clear()
     bar = tqdm(total=0, unit="submission", desc=f"grading {lesson}", file=sys.stderr, dynamic_ncols=True)
     try:  # the workers stay up after grading: local ones write the feedback

@@ -13,7 +13,6 @@ and SmolLM2's weights for the lessons that run the model in the grader), and so 
 gets a fresh sandboxed kernel of its own, forked from the worker's warm kernel template (forked_kernels.py), or
 started afresh where no template can be made.
 """
-import atexit
 import dataclasses
 import importlib
 import json
@@ -23,6 +22,7 @@ import resource
 import time
 
 import nbformat
+from nbgrader.preprocessors import NbGraderPreprocessor
 
 from . import forked_kernels, preprocessors
 
@@ -43,7 +43,7 @@ def kernel_template(lesson, memory_limit):
     try:
         template = forked_kernels.KernelTemplate(**preprocessors.kernel_walls(lesson, memory_limit),
                                                  calls=["qkv.model.load"] if uses_model(lesson) else [])
-        atexit.register(template.close)
+        preprocessors.at_exit(template.close)
     except forked_kernels.TemplateUnavailable as why:
         logging.getLogger("qkv_autograde").warning("qkv grader: no warm kernels on this worker (%s)", why)
         template = None
@@ -81,13 +81,14 @@ def execute_submission(lesson, notebook_json, source_json, settings):
     warm_up(lesson, settings)
     started, cpu = time.perf_counter(), _cpu_seconds()
     executor = preprocessors.SandboxedExecute(**settings)
+    template = kernel_template(lesson, executor.memory_limit)
     graded = executor.execute(nbformat.reads(notebook_json, as_version=4), lesson,
-                              nbformat.reads(source_json, as_version=4),
-                              kernel_template(lesson, executor.memory_limit))
+                              nbformat.reads(source_json, as_version=4), template)
     return nbformat.writes(graded), {
         "worker": os.getpid(), "wall_seconds": time.perf_counter() - started,
         "cpu_seconds": _cpu_seconds() - cpu + executor.kernel_cpu_seconds,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "template_peak_rss_mb": template.peak_rss_mb() if template else 0.0, "forked": template is not None}
 
 
 def fingerprint(nb):
@@ -102,7 +103,29 @@ class Pending:
 
 
 PENDING = {}        # (student, notebook) -> Pending, filled by the coordinator before nbgrader runs
+SANITIZED = {}      # (student, notebook) -> (the submission as read, as sanitized), likewise
 MEASUREMENTS = []   # one dict per submission a worker graded
+
+
+class PrefetchedSanitize(NbGraderPreprocessor):
+    """nbgrader's sanitize chain, computed once: the coordinator ran it when it sent the submission to a worker
+    (grade_class.prefetch), so the same notebook gets that result back instead of a second pass. Any other
+    notebook goes through the chain."""
+
+    chain = []  # the course's sanitize preprocessors, set by grade_class
+
+    def preprocess(self, nb, resources):
+        nbg = resources["nbgrader"]
+        known = SANITIZED.pop((nbg["student"], nbg["notebook"]), None)
+        if known is not None and known[0] == nbformat.writes(nb):
+            return nbformat.reads(known[1], as_version=4), resources
+        return sanitize(self.chain, self.config, nb, resources)
+
+
+def sanitize(chain, config, nb, resources):
+    for step in chain:
+        nb, resources = step(config=config)(nb, resources)
+    return nb, resources
 
 
 class PooledExecute(preprocessors.SandboxedExecute):

@@ -11,11 +11,14 @@ Anomalies travel in the notebook's metadata (`qkv.anomalies`), so the sanitize s
 through the file nbgrader writes between the two steps, and the report (report.py) reads them from the
 autograded notebooks.
 """
+import atexit
 import copy
 import difflib
 import functools
+import multiprocessing.util
 import os
 import re
+import shutil
 
 import nbformat
 from nbgrader import utils
@@ -155,7 +158,21 @@ def library_view(lesson):
     """The kernel's qkv for this lesson, built once per grading process."""
     if lesson not in _views:
         _views[lesson] = kernel_view.build(lesson)
+        # a forked worker inherits the entry but not the duty: only the process that built the view removes it
+        at_exit(_remove_view, os.getpid(), os.path.dirname(_views[lesson]))
     return _views[lesson]
+
+
+def at_exit(function, *args):
+    """Run at the end of this process, whether it exits normally (atexit) or is a multiprocessing worker, which
+    ends with os._exit and runs only multiprocessing's own finalizers."""
+    atexit.register(function, *args)
+    multiprocessing.util.Finalize(None, function, args, exitpriority=10)
+
+
+def _remove_view(builder, folder):
+    if os.getpid() == builder:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def kernel_walls(lesson, memory_limit):
