@@ -193,3 +193,13 @@ def test_a_forked_kernel_is_a_normal_kernel_for_the_student(template):
     assert first["withheld"] == "WithheldDuringGrading"
     assert first["cwd"] == sandbox.Sandbox.HOME
     assert ".matplotlib" in first["home"]
+
+
+def test_without_bubblewrap_there_is_no_template_and_kernels_start_afresh(monkeypatch):
+    from qkv_autograde import parallel
+
+    monkeypatch.setenv("QKV_SANDBOX_FORCE_PARTIAL", "1")
+    with pytest.raises(forked_kernels.TemplateUnavailable):
+        forked_kernels.KernelTemplate(**preprocessors.kernel_walls(LESSON, 2 << 30))
+    monkeypatch.setattr(parallel, "_templates", {})
+    assert parallel.kernel_template(LESSON, 2 << 30) is None  # the worker grades with fresh kernels instead
