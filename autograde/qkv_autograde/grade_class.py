@@ -23,7 +23,7 @@ import nbformat
 from tqdm import tqdm
 
 from . import feedback as feedback_pages
-from . import gradebook_writes, intake, item_analysis, parallel, report, submissions
+from . import bulk_grading, intake, item_analysis, parallel, report, submissions
 from .converter import completely_graded
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -193,7 +193,7 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
     if submissions_path:
         notes = intake.collect(submissions_path, HERE, lesson)
     jobs = jobs or default_jobs()
-    gradebook_writes.batch_commits()
+    bulk_grading.enable()
     _ensure_assignment(lesson)
     app = _nbgrader_app(lesson, force)
     scheduler = scheduler or os.environ.get("DASK_SCHEDULER")

@@ -1,0 +1,79 @@
+"""What `make grade`'s coordinator changes in its own process to put a whole class into the gradebook in one burst.
+
+nbgrader is written for one notebook at a time, and three of its habits dominate once the grading itself has
+moved to the workers (measured on 40 submissions of lesson 01, coordinator alone):
+
+- Every commit waits for the disk. nbgrader commits to its sqlite gradebook ~37 times per notebook, and in
+  sqlite's default mode each commit is an fsync: 1,482 commits took 5.7 s. Here the gradebook uses the
+  write-ahead log with `synchronous=NORMAL`: a commit is appended to the log and the disk is synced at
+  checkpoints; a killed process loses nothing, a power cut at worst the last commits, never the database
+  (sqlite.org/wal.html), and a run cut short is regraded by the next one anyway (converter.py).
+- Every gradebook access builds a new SQLAlchemy engine (nbgrader opened 361 of them), so no SQL statement is
+  ever compiled only once. Here one engine per database URL serves them all (nbgrader still closes its
+  sessions and disposes of the connections after each use).
+- Every cell's nbgrader metadata is validated with `jsonschema.validate`, which checks the (fixed) schema itself
+  again on every call, about two thirds of the cost. Here each schema is checked once.
+
+Together: 4.9 -> 2.8 CPU-s for the coordinator's share of 40 submissions, 1.9 -> 1.2 CPU-s for staging them. The
+stock `nbgrader` commands are left as nbgrader ships them; these changes live only in the process that calls
+`enable()`, and the children it forks start without the shared engines.
+"""
+import os
+import sqlite3
+
+import jsonschema
+import nbgrader.api
+import nbgrader.nbgraderformat.common
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+_enabled = False
+_engines = {}      # (database URL, options) -> the one engine for it
+_validators = {}   # id(schema) -> (schema, its validator): the schema was checked when it was added
+
+
+def _write_ahead(dbapi_connection, _record):
+    if isinstance(dbapi_connection, sqlite3.Connection):
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+
+def _one_engine_per_database(url, **options):
+    key = (str(url), tuple(sorted(options.items())))
+    if key not in _engines:
+        _engines[key] = _create_engine(url, **options)
+    return _engines[key]
+
+
+_create_engine = nbgrader.api.create_engine
+
+
+class _SchemasCheckedOnce:
+    """The part of the jsonschema module nbgrader's metadata validator uses, without re-checking the schema."""
+
+    ValidationError = jsonschema.ValidationError
+
+    @staticmethod
+    def validate(instance, schema):
+        known = _validators.get(id(schema))
+        if known is None or known[0] is not schema:
+            kind = jsonschema.validators.validator_for(schema)
+            kind.check_schema(schema)
+            known = _validators[id(schema)] = (schema, kind(schema))
+        error = jsonschema.exceptions.best_match(known[1].iter_errors(instance))
+        if error is not None:
+            raise error
+
+
+def enable():
+    """From now on, in this process: write-ahead log, one engine per gradebook, each schema checked once."""
+    global _enabled
+    if _enabled:
+        return
+    event.listen(Engine, "connect", _write_ahead)
+    nbgrader.api.create_engine = _one_engine_per_database
+    nbgrader.nbgraderformat.common.jsonschema = _SchemasCheckedOnce
+    os.register_at_fork(after_in_child=_engines.clear)  # a pool's connections must not cross a fork
+    _enabled = True
