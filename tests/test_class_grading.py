@@ -11,7 +11,10 @@ import time
 import nbformat
 import pytest
 
-from lessons import copy_course, hand_in, solved_release
+from lessons import ROOT, copy_course, hand_in, solved_release
+
+sys.path.insert(0, str(ROOT / "autograde"))
+from qkv_autograde import sandbox  # noqa: E402
 
 LESSON = "01-lookup"
 BIN = pathlib.Path(sys.executable).parent
@@ -93,6 +96,11 @@ def test_parallel_grades_equal_sequential_grades(sequential, tmp_path):
     assert results(instructor) == sequential[0]
     assert feedback_verdicts(instructor) == sequential[1]
     assert "graded 5 submission(s)" in done.stdout and (instructor / "grades.csv").exists()
+    # the workers did the grading (a failed worker's submission is graded by the coordinator, to the same grades,
+    # which would hide a broken worker), with kernels forked from their warm template where bubblewrap works
+    assert "grading it here" not in done.stderr, done.stderr[-3000:]
+    if sandbox.isolation() == "bwrap":
+        assert "no warm kernels" not in done.stderr, done.stderr[-3000:]
     again = grade_with_make_grade(instructor, "--jobs", "2")
     assert again.returncode == 0 and "graded 0 submission(s)" in again.stdout, "a finished class is a no-op"
     assert results(instructor) == sequential[0]

@@ -63,7 +63,8 @@ class KernelTemplate:
         # the template and its kernels share one pids cgroup: one kernel at a time, plus the template and keeper
         settings = {"home": self.walls.HOME, "home_bytes": limits.home_bytes, "shared_folder": self.shared_folder,
                     "kernel_folder": KERNEL_FOLDER,
-                    "modules": list(WARM_MODULES) + _qkv_modules(library_view[1]), "calls": list(calls)}
+                    "modules": list(WARM_MODULES) + _qkv_modules(library_view[1]), "calls": list(calls),
+                    "must_see": [sys.prefix, sys.base_prefix, library_view[0]] + self.walls.read_only}
         self.lock = threading.Lock()
         self.count = 0
         self.process = subprocess.Popen(self.walls.wrap([sys.executable, SCRIPT_INSIDE, json.dumps(settings)]),
@@ -115,17 +116,20 @@ class KernelTemplate:
         return reply["pid"]
 
     def spawn_probe(self):
-        """None when a kernel can be walled off here (nested namespaces allowed), else why not."""
+        """None when a kernel can be walled off here (nested namespaces allowed) and still sees Python, the
+        library and the read-only extras behind its walls; else why not."""
         name, _ = self.new_folder()
-        reply = self.request(op="spawn", folder=name, connection_file="/nonexistent/probe.json")
+        reply = self.request(op="spawn", folder=name, connection_file="", probe=True)
         if "pid" not in reply:
             return reply.get("error", str(reply))
-        for _ in range(600):  # the launcher exits at once on a missing connection file
-            if self.request(op="poll", pid=reply["pid"]).get("returncode") is not None:
+        returncode = None
+        for _ in range(600):
+            returncode = self.request(op="poll", pid=reply["pid"]).get("returncode")
+            if returncode is not None:
                 break
             time.sleep(0.05)
         shutil.rmtree(os.path.join(self.shared_folder, name), ignore_errors=True)
-        return None
+        return None if returncode == 0 else f"a probe kernel could not see its environment (exit {returncode})"
 
     def peak_rss_mb(self):
         """The largest peak resident memory among the template's processes (the template itself, in practice)."""

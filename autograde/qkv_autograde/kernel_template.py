@@ -24,6 +24,7 @@ import ctypes
 import importlib
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -99,6 +100,30 @@ def _write(fd, message):
     os.write(fd, (json.dumps(message) + "\n").encode())
 
 
+def _mount_points():
+    with open("/proc/self/mountinfo") as f:  # the 5th field; space, tab, newline and backslash octal-escaped
+        return [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4]) for line in f]
+
+
+def fresh_tmpfs(folder, options):
+    """A new, empty tmpfs on `folder`, with the sandbox's read-only binds below it kept in place: an environment,
+    a course or a clone that lives under /tmp must stay visible to the kernel."""
+    prefix = folder.rstrip("/") + "/"
+    below = {p for p in _mount_points() if p.startswith(prefix)}
+    outermost = sorted(p for p in below if not any(p.startswith(q + "/") for q in below if q != p))
+    held = [(path, os.open(path, os.O_PATH)) for path in outermost]
+    _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, options)
+    for path, fd in held:
+        source = f"/proc/self/fd/{fd}"
+        if os.path.isdir(source):
+            os.makedirs(path, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            open(path, "a").close()
+        _mount(source, path, None, MS_BIND | MS_REC)  # a bind keeps its read-only flag, locked by the namespace
+        os.close(fd)
+
+
 def become_kernel(request, settings, report_fd):
     """In the keeper (a fresh fork of the template): build the walls, fork the kernel, wait for it."""
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -115,7 +140,7 @@ def become_kernel(request, settings, report_fd):
     _mount(os.path.join(settings["shared_folder"], request["folder"]), settings["kernel_folder"], None, MS_BIND)
     size = f"size={settings['home_bytes']},mode=0700"
     for folder in ("/tmp", settings["home"], "/dev/shm"):  # nothing an earlier kernel wrote is left to read
-        _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, size)
+        fresh_tmpfs(folder, size)
     os.makedirs(os.path.join(settings["home"], ".matplotlib"), exist_ok=True)
     if os.path.isdir(settings["shared_folder"]):  # other kernels' socket folders vanish under an empty tmpfs
         _mount("tmpfs", settings["shared_folder"], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k")
@@ -143,6 +168,8 @@ def run_kernel(request, settings):
         os.dup2(devnull, fd)
     os.closerange(3, 1 << 16)
     os.chdir(settings["home"])
+    if request.get("probe"):  # can a kernel behind these walls see what it needs (Python, the library, ...)?
+        os._exit(3 if [p for p in settings.get("must_see", []) if not os.path.exists(p)] else 0)
     if "numpy" in sys.modules:  # every kernel its own random stream, as a freshly started one has
         sys.modules["numpy"].random.seed()
     if sys.path and sys.path[0] in ("", os.path.dirname(os.path.abspath(__file__))):
