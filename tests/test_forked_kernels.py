@@ -203,3 +203,22 @@ def test_without_bubblewrap_there_is_no_template_and_kernels_start_afresh(monkey
         forked_kernels.KernelTemplate(**preprocessors.kernel_walls(LESSON, 2 << 30))
     monkeypatch.setattr(parallel, "_templates", {})
     assert parallel.kernel_template(LESSON, 2 << 30) is None  # the worker grades with fresh kernels instead
+
+
+def test_read_only_folders_under_tmp_stay_visible_and_read_only(tmp_path):
+    """A course, a clone or an environment under /tmp (as CI has it) is bound read-only into the sandbox; each
+    kernel's fresh /tmp must keep it visible, and still read-only."""
+    extra = tmp_path / "course-under-tmp"
+    extra.mkdir()
+    (extra / "lesson.txt").write_text("released text")
+    walls = preprocessors.kernel_walls(LESSON, 2 << 30)
+    warm = forked_kernels.KernelTemplate(**dict(walls, read_only=walls["read_only"] + [str(extra)]))
+    try:
+        seen = run_in_new_kernel(warm, "import json\nfolder = " + repr(str(extra)) + "\n"
+                                       "text = open(folder + '/lesson.txt').read()\ntry:\n"
+                                       "    open(folder + '/written-by-a-kernel', 'w').write('x')\n    wrote = True\n"
+                                       "except OSError:\n    wrote = False\nprint(json.dumps([text, wrote]))")
+    finally:
+        warm.close()
+    assert seen == ["released text", False]
+    assert not (extra / "written-by-a-kernel").exists()
