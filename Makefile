@@ -80,4 +80,4 @@ bench: install
 	for script in bench/bench_*.py bench/measure_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
 clean-class:
-	rm -rf autograde/submitted autograde/autograded autograde/feedback autograde/gradebook.db autograde/.staged autograde/anomalies-*
+	rm -rf autograde/submitted autograde/autograded autograde/feedback autograde/gradebook.db autograde/gradebook.db-wal autograde/gradebook.db-shm autograde/.staged autograde/anomalies-*

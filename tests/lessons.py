@@ -137,7 +137,7 @@ def _wait_until_serving(process, runtime, token, log_path, deadline):
         time.sleep(0.2)
 
 
-CLASS_DATA = ("gradebook.db", "submitted", "autograded", "feedback", "downloaded", ".staged", "__pycache__",
+CLASS_DATA = ("gradebook.db", "gradebook.db-*", "submitted", "autograded", "feedback", "downloaded", ".staged", "__pycache__",
               "*.csv", "anomalies-*", "items-*")
 
 
