@@ -137,8 +137,8 @@ def _wait_until_serving(process, runtime, token, log_path, deadline):
         time.sleep(0.2)
 
 
-CLASS_DATA = ("gradebook.db", "gradebook.db-*", "submitted", "autograded", "feedback", "downloaded", ".staged", "__pycache__",
-              "*.csv", "anomalies-*", "items-*")
+CLASS_DATA = ("gradebook.db", "gradebook.db-*", "submitted", "autograded", "feedback", "downloaded", ".staged",
+              "__pycache__", "*.csv", "anomalies-*", "items-*")
 
 
 def copy_course(parent):

@@ -33,7 +33,8 @@ KERNEL_FOLDER = "/run/qkv-kernel"  # where each kernel sees its own socket folde
 # what a lesson's kernel imports anyway; the template imports it once
 WARM_MODULES = ("numpy", "matplotlib", "matplotlib.pyplot", "matplotlib.backends.backend_agg",
                 "IPython", "IPython.core.pylabtools", "ipykernel.kernelapp", "ipykernel.ipkernel",
-                "ipykernel.zmqshell", "ipykernel.debugger", "ipywidgets", "jupyter_client.session", "zmq", "tornado.ioloop")
+                "ipykernel.zmqshell", "ipykernel.debugger", "ipywidgets", "jupyter_client.session", "zmq",
+                "tornado.ioloop")
 
 
 class TemplateUnavailable(RuntimeError):
