@@ -12,6 +12,7 @@ fresh sandboxed kernel per submission, as `nbgrader autograde` does.
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -191,7 +192,6 @@ class ForkedKernelProcess:
             self.template.request(op="signal", pid=self.pid, signal=int(signum))
 
     def kill(self):
-        import signal
         self.send_signal(signal.SIGKILL)
 
     terminate = kill  # a kernel being shut down by the grader has nothing to save
@@ -217,6 +217,11 @@ class ForkedProvisioner(LocalProvisioner):
         return self.connection_info
 
     forked = None
+
+    async def cleanup(self, restart=False):
+        await super().cleanup(restart)
+        if not restart:  # the kernel's socket folder, inside the template's shared one
+            shutil.rmtree(self.parent.kernel_folder, ignore_errors=True)
 
     def cpu_seconds(self):
         return self.forked.cpu_seconds if self.forked else 0.0
