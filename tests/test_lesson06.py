@@ -554,7 +554,8 @@ def perplexity(logits, ids):
 """,
         "float32": """
 def perplexity(logits, ids):
-    x = np.asarray(logits, dtype=np.float32)[:-1]
+    # the inputs' own precision, float32 at least: float32 in, float32 out (float64 stays float64)
+    x = np.asarray(logits, dtype=np.result_type(logits, np.float32))[:-1]
     x = x - x.max(axis=-1, keepdims=True)
     log_p = x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
     return np.exp(-np.mean(log_p[np.arange(len(x)), np.asarray(ids)[1:]]))
