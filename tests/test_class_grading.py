@@ -200,6 +200,25 @@ def test_in_process_export_and_feedback_equal_the_stock_commands(small_class):
     assert ours == stock, [p for p in ours if ours[p] != stock[p]]
 
 
+def test_feedback_pages_are_nbconverts_pages_without_the_reserialization(small_class):
+    """The course's FeedbackExporter (both routes) against nbconvert's own HTMLExporter on real graded pages."""
+    from bs4 import BeautifulSoup
+
+    done = subprocess.run([str(BIN / "nbgrader"), "generate_feedback", LESSON,
+                           "--CourseDirectory.feedback_directory=htmlexporter-feedback",
+                           "--GenerateFeedback.exporter_class=nbconvert.exporters.HTMLExporter"],
+                          cwd=small_class, env=env(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ours = files_under(small_class / "feedback")
+    nbconverts = files_under(small_class / "htmlexporter-feedback")
+    pages = [p for p in ours if p.endswith(".html")]
+    assert sorted(ours) == sorted(nbconverts) and len(pages) == 4
+    assert any(b"data:image/png" in ours[p] for p in pages), "no figure on any page: nothing tested"
+    for page in pages:
+        assert ours[page] != nbconverts[page]
+        assert str(BeautifulSoup(ours[page].decode(), features="html.parser")).encode() == nbconverts[page], page
+
+
 def test_feedback_that_fails_is_reported_per_student(small_class, tmp_path):
     import shutil
     course = tmp_path / "qkv"

@@ -1,0 +1,87 @@
+"""The feedback pages' exporter: nbconvert's HTMLExporter page, without its BeautifulSoup re-serialization."""
+import base64
+import io
+import sys
+
+import nbformat
+import pytest
+from bs4 import BeautifulSoup
+from nbconvert.exporters import HTMLExporter
+
+from lessons import ROOT
+
+sys.path.insert(0, str(ROOT / "autograde"))
+from qkv_autograde.feedback_html import NO_ALT_TEXT, FeedbackExporter, describe_images  # noqa: E402
+
+
+def reserialized(html):
+    return str(BeautifulSoup(html, features="html.parser"))
+
+
+@pytest.mark.parametrize("tag, described", [
+    ('<img src="a.png">', f'<img src="a.png" alt="{NO_ALT_TEXT}">'),
+    ('<IMG SRC="a.png"/>', f'<IMG SRC="a.png" alt="{NO_ALT_TEXT}"/>'),
+    ('<img\nsrc="a.png"\n>', f'<img\nsrc="a.png" alt="{NO_ALT_TEXT}">'),
+    ('<img src="x.png" alt="">', '<img src="x.png" alt="">'),           # an empty alt is a choice: kept
+    ('<img alt src="x.png">', '<img alt src="x.png">'),
+    ('<img src="alt=1.png" title=\'a > alt b\'>',                         # "alt" and ">" inside values
+     f'<img src="alt=1.png" title=\'a > alt b\' alt="{NO_ALT_TEXT}">'),
+    ('<p>an <image> is not an img</p>', '<p>an <image> is not an img</p>'),
+])
+def test_images_without_alt_get_one(tag, described):
+    assert describe_images(tag) == described
+
+
+def test_scripts_and_styles_are_left_alone():
+    page = '<script>var s = "<img src=x>";</script><img src="y"><style>/* <img src=z> */</style>'
+    assert describe_images(page) == (f'<script>var s = "<img src=x>";</script><img src="y" alt="{NO_ALT_TEXT}">'
+                                     '<style>/* <img src=z> */</style>')
+
+
+def a_graded_notebook():
+    """Cells and outputs of every kind a feedback page shows: code, markdown with an image, a figure, HTML a
+    student printed (with and without alt, and inside a script), an error, widgets without state."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(2, 1))
+    figure.subplots().plot([0, 1], [1, 0])
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    png = base64.b64encode(buffer.getvalue()).decode()
+    cells = [
+        nbformat.v4.new_markdown_cell("# Lesson\nSome *maths*: $QK^T/\\sqrt{d_k}$ and ![a picture](data:image/png;"
+                                      f"base64,{png}) & <b>bold</b> <img src='data:image/png;base64,{png}'>"),
+        nbformat.v4.new_code_cell("def softmax(x):\n    return x  # <img> in a comment & ampersands",
+                                  outputs=[nbformat.v4.new_output("stream", name="stdout", text="a < b & c > d\n")]),
+        nbformat.v4.new_code_cell("plt.plot()", outputs=[nbformat.v4.new_output(
+            "display_data", data={"image/png": png, "text/plain": "<Figure>"})]),
+        nbformat.v4.new_code_cell("HTML(...)", outputs=[nbformat.v4.new_output("display_data", data={
+            "text/html": f'<div><img src="data:image/png;base64,{png}"><img alt="kept" src="x.png">'
+                         '<script>document.write("<img src=z>")</script><br><p>unclosed</div>',
+            "text/plain": "<HTML>"})]),
+        nbformat.v4.new_code_cell("1/0", outputs=[nbformat.v4.new_output(
+            "error", ename="ZeroDivisionError", evalue="division by zero", traceback=["\x1b[0;31mZeroDivision\x1b[0m"])]),
+        nbformat.v4.new_code_cell("widgets.IntSlider()", outputs=[nbformat.v4.new_output(
+            "execute_result", execution_count=5, data={
+                "application/vnd.jupyter.widget-view+json": {"version_major": 2, "version_minor": 0,
+                                                             "model_id": "abc"},
+                "text/plain": "IntSlider(value=0)"})]),
+    ]
+    return nbformat.v4.new_notebook(cells=cells, metadata={"language_info": {"name": "python"}})
+
+
+@pytest.mark.parametrize("template", ["classic", "basic"])
+def test_the_page_is_htmlexporters_page_before_its_reserialization(template):
+    nb = a_graded_notebook()
+    ours, _ = FeedbackExporter(template_name=template).from_notebook_node(nb)
+    stock, _ = HTMLExporter(template_name=template).from_notebook_node(nb)
+    assert ours != stock, "nothing to compare: the stock pass changed nothing on this page"
+    assert reserialized(ours) == stock
+    assert ours.count(f'alt="{NO_ALT_TEXT}"') >= 2
+
+
+def test_a_jupyterlab_template_gets_the_stock_page():
+    nb = a_graded_notebook()
+    ours, _ = FeedbackExporter(template_name="lab").from_notebook_node(nb)
+    stock, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    assert 'tabindex="0"' in stock and ours == stock
