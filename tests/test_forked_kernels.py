@@ -181,18 +181,22 @@ def test_a_kernel_has_no_network():
 
 
 def test_a_forked_kernel_is_a_normal_kernel_for_the_student(template):
-    """What a notebook sees: its own random stream, the lesson's qkv (references withheld), figures, a clean home."""
+    """What a notebook sees: its own random stream, the lesson's qkv (references withheld), figures, a clean home;
+    widgets, which no front end will display, draw no picture."""
     source = ("import json, os, numpy as np\nimport matplotlib.pyplot as plt\n%matplotlib inline\n"
               "from qkv import attention\ntry:\n    attention.softmax(np.zeros(3))\n    withheld = False\n"
               "except Exception as e:\n    withheld = type(e).__name__\n"
               "plt.plot([1, 2]); plt.close('all')\n"
+              "from qkv import widgets\n"
+              "picture = bytes(widgets.live_figure(lambda f: f.subplots(), {}, (2, 1)).value)\n"
               "print(json.dumps({'random': float(np.random.rand()), 'withheld': withheld, 'cwd': os.getcwd(),"
-              " 'home': sorted(os.listdir(os.environ['HOME']))}))")
+              " 'home': sorted(os.listdir(os.environ['HOME'])), 'widget picture bytes': len(picture)}))")
     first, second = run_in_new_kernel(template, source), run_in_new_kernel(template, source)
     assert first["random"] != second["random"], "every kernel must have its own random stream"
     assert first["withheld"] == "WithheldDuringGrading"
     assert first["cwd"] == sandbox.Sandbox.HOME
     assert ".matplotlib" in first["home"]
+    assert first["widget picture bytes"] == 0, "no front end will show a widget: it draws no picture"
 
 
 def test_without_bubblewrap_there_is_no_template_and_kernels_start_afresh(monkeypatch):

@@ -3,7 +3,7 @@ the picture is the Image widget's PNG, which lives in the kernel)."""
 import ipywidgets
 import numpy as np
 
-from qkv import attention, heads, lookup, masking, scaling, widgets
+from qkv import NO_FRONT_END, attention, heads, lookup, masking, scaling, widgets
 
 
 def controls_and_image(explorer):
@@ -66,3 +66,14 @@ def test_lookup_explorer_names_its_sliders_after_the_features():
     controls, _ = controls_and_image(explorer)
     assert [c.description for c in controls[:4]] == features
     assert controls[4].description == "temperature"
+
+
+def test_a_kernel_without_a_front_end_builds_the_widgets_but_draws_nothing(monkeypatch):
+    """The grader's kernels (QKV_NO_FRONT_END): no one sees the picture, and feedback pages do not show widgets."""
+    monkeypatch.setenv(NO_FRONT_END, "1")
+    calls = []
+    keys, values = np.eye(4) * 3, np.arange(8.0).reshape(4, 2)
+    explorer = widgets.lookup_explorer(lambda *a, **k: calls.append(a) or lookup.soft_lookup(*a, **k), keys, values,
+                                       list("abcd"), query=[0, 1, 1, 0])
+    controls, image = controls_and_image(explorer)
+    assert len(controls) == 5 and bytes(image.value) == b"" and not calls

@@ -24,6 +24,7 @@ import nbformat
 from nbgrader import utils
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
+from qkv import NO_FRONT_END
 from traitlets import Bool, Float, Integer
 
 from . import forked_kernels, kernel_view, sandbox, student_kernel, verdicts
@@ -178,10 +179,12 @@ def _remove_view(builder, folder):
 def kernel_walls(lesson, memory_limit):
     """What a student kernel of `lesson` may see and use (sandbox.Sandbox's arguments). Read-only extras: the
     model's verified weights (named by QKV_CACHE: the kernel's home is not the grader's), and the released lessons,
-    what every student has (lesson 06 measures a perplexity on the course's text)."""
+    what every student has (lesson 06 measures a perplexity on the course's text). No front end will display the
+    kernel's widgets, so they draw no pictures (qkv.widgets)."""
     return {"library_view": (kernel_view.LIBRARY, library_view(lesson)),
             "limits": sandbox.Limits(memory_bytes=memory_limit),
-            "read_only": [_model_cache(), RELEASED_LESSONS], "env": {"QKV_CACHE": _model_cache()}}
+            "read_only": [_model_cache(), RELEASED_LESSONS],
+            "env": {"QKV_CACHE": _model_cache(), NO_FRONT_END: "1"}}
 
 
 class SandboxedExecute(NbGraderPreprocessor):

@@ -2,3 +2,6 @@
 from qkv.threads import match_blas_threads as _match_blas_threads
 
 _match_blas_threads()  # BLAS threads = CPUs the cgroup quota really grants (Binder shows many, grants ~1)
+
+# Set in a kernel that no front end will display, such as the grader's: widgets skip drawing their pictures.
+NO_FRONT_END = "QKV_NO_FRONT_END"
