@@ -108,7 +108,7 @@ class StudentKernel:
         self.client.start_new_kernel(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.client.start_new_kernel_client()
         if self.preamble:
-            self._execute(nbformat.v4.new_code_cell(self.preamble), self.RPC_INDEX, self.cell_seconds,
+            self._execute(_code_cell(self.preamble), self.RPC_INDEX, self.cell_seconds,
                           store_history=False)
 
     def close(self):
@@ -141,7 +141,7 @@ class StudentKernel:
             self.start()
             replayed = []
             for source in pending:
-                status, _ = self._execute(nbformat.v4.new_code_cell(source), self.RPC_INDEX, self.cell_seconds,
+                status, _ = self._execute(_code_cell(source), self.RPC_INDEX, self.cell_seconds,
                                           store_history=False)
                 if status in ("timeout", "died"):
                     pending.remove(source)
@@ -191,7 +191,7 @@ class StudentKernel:
         self.client.forget_output_size(index)
         slots = self.client.nb["cells"]  # nbclient writes each cell back into its own notebook by index
         while len(slots) <= max(index, 0):
-            slots.append(nbformat.v4.new_code_cell())
+            slots.append(_code_cell(""))
         try:
             self.client.execute_cell(cell, index, store_history=store_history)
         except CellTimeoutError:
@@ -209,7 +209,7 @@ class StudentKernel:
 
     def request(self, payload):
         """Send one qkv.wire request; the decoded answer dict, or raise TimeoutError / KernelDied."""
-        scratch = nbformat.v4.new_code_cell(
+        scratch = _code_cell(
             f"__import__('qkv.wire', fromlist=['serve']).serve({json.dumps(payload)!r}, globals())")
         previous = self.client.output_bytes
         self.client.output_bytes = self.call_output_bytes
@@ -309,6 +309,7 @@ class RemoteFunction:
         return f"<your function {self.__name__}>"
 
     measure_memory = False  # set by qkv.checking.call_with_peak_memory around one call
+    runs_in_another_process = True  # qkv.checking.call: no tamper check or tripwire needed in the grader
 
     def __call__(self, *args, **kwargs):
         return self.call(args, kwargs, measure=self.measure_memory)
@@ -331,6 +332,13 @@ class RemoteFunction:
         if "error" in answer:
             raise student_exception(answer["error"])
         return self._kernel.decode(answer["value"])
+
+
+def _code_cell(source):
+    """A code cell of the grader's own (a call, a replay): nbformat's new_code_cell checks each one against the
+    notebook schema, which was a tenth of a grading worker's CPU time with dozens of calls a submission."""
+    return nbformat.from_dict({"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                               "source": source})
 
 
 def _note(text):

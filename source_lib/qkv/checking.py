@@ -169,7 +169,12 @@ def call(fn, *args, name=None, allowed=(), **kwargs):
     `allowed` lists qkv functions the exercise hands the student as tools (e.g. softmax in lesson 02).
     """
     name = name or getattr(fn, "__name__", "your function")
-    assert_untampered()
+    # The tamper check and the tripwire guard this process against the student's code running in it. The grader's
+    # stand-in for a function in the sandboxed kernel (qkv_autograde.student_kernel.RemoteFunction) runs that code
+    # elsewhere, where the references are withheld: here the tripwire would only time the grader's own messaging.
+    elsewhere = getattr(type(fn), "runs_in_another_process", False) is True
+    if not elsewhere:
+        assert_untampered()
     if not callable(fn):
         raise Hint(f"`{name}` should be a function, but it is {describe(fn)}.")
     if _is_reference(fn):
@@ -180,7 +185,7 @@ def call(fn, *args, name=None, allowed=(), **kwargs):
     kwargs = {k: _copy(v) for k, v in kwargs.items()}
     handed_over = [a for a in (*args, *kwargs.values()) if callable(a)]
     try:
-        with _no_reference_calls((*allowed, *handed_over)) as offenders:
+        with contextlib.nullcontext([]) if elsewhere else _no_reference_calls((*allowed, *handed_over)) as offenders:
             result = fn(*args, **kwargs)
     except NotImplementedError:
         raise Hint(f"`{name}` is not written yet: replace `raise NotImplementedError()` with your code.") from None
