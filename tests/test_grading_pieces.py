@@ -323,3 +323,29 @@ def test_a_lost_worker_or_a_changed_notebook_is_graded_by_the_coordinator(monkey
     for student in ("lost", "changed", "fine"):
         step.preprocess(nb, {"nbgrader": {"student": student, "notebook": "01-lookup", "assignment": "01-lookup"}})
     assert graded_here == ["lost", "changed"] and not parallel.PENDING
+
+
+# ---------------------------------------------------------------- the kernel template's answers
+
+def a_template_answering(script):
+    """A KernelTemplate whose process is `script` (Python): only its answer channel, none of its walls."""
+    from qkv_autograde import forked_kernels
+    template = forked_kernels.KernelTemplate.__new__(forked_kernels.KernelTemplate)
+    template.unread = b""
+    template.process = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True, bufsize=1)
+    return template
+
+
+def test_template_answers_are_read_one_line_at_a_time_however_they_arrive():
+    template = a_template_answering(
+        "import os, time\nos.write(1, b'{\"a\": 1}\\n{\"b\"')\ntime.sleep(0.3)\nos.write(1, b': 2}\\n')")
+    assert template._read(10) == {"a": 1}
+    assert template._read(10) == {"b": 2}
+    assert template._read(10) == {"error": "the kernel template exited"}
+
+
+def test_a_template_that_does_not_answer_is_stopped_so_a_late_answer_cannot_be_taken_for_the_next():
+    template = a_template_answering("import time\ntime.sleep(30)\nprint('{\"late\": true}')")
+    assert "did not answer within 0.3 s" in template._read(0.3)["error"]
+    assert template.process.wait(5) is not None

@@ -11,6 +11,7 @@ fresh sandboxed kernel per submission, as `nbgrader autograde` does.
 """
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -69,6 +70,7 @@ class KernelTemplate:
                     "must_see": [sys.prefix, sys.base_prefix, library_view[0]] + self.walls.read_only}
         self.lock = threading.Lock()
         self.count = 0
+        self.unread = b""
         self.process = subprocess.Popen(self.walls.wrap([sys.executable, SCRIPT_INSIDE, json.dumps(settings)]),
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                         text=True, bufsize=1)
@@ -82,16 +84,21 @@ class KernelTemplate:
             raise TemplateUnavailable(f"the kernel template cannot wall off a kernel here: {probe}")
 
     def _read(self, seconds=60):
-        answer = {}
-
-        def read():
-            line = self.process.stdout.readline()
-            answer.update(json.loads(line) if line else {"error": "the kernel template exited"})
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        reader.join(seconds)
-        return answer or {"error": f"the kernel template did not answer within {seconds} s"}
+        """The template's next answer line, or an error after `seconds`. Read from the pipe's descriptor, never
+        through the text wrapper, so that nothing can sit in a buffer that select does not see."""
+        deadline = time.monotonic() + seconds
+        answers = self.process.stdout.fileno()
+        while b"\n" not in self.unread:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([answers], [], [], left)[0]:
+                self.process.kill()  # its late answer would be taken for the next one's: a new template instead
+                return {"error": f"the kernel template did not answer within {seconds} s"}
+            chunk = os.read(answers, 1 << 16)
+            if not chunk:
+                return {"error": "the kernel template exited"}
+            self.unread += chunk
+        line, _, self.unread = self.unread.partition(b"\n")
+        return json.loads(line)
 
     def request(self, **message):
         with self.lock:
