@@ -27,7 +27,7 @@ from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from traitlets import Any
 
-from . import sandbox
+from . import sandbox, student_kernel
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel_template.py")
 SCRIPT_INSIDE = "/opt/qkv/kernel_template.py"
@@ -142,14 +142,11 @@ class KernelTemplate:
 
     def peak_rss_mb(self):
         """The largest peak resident memory among the template's processes (the template itself, in practice)."""
-        peak, stack = 0, [self.process.pid]
-        while stack:
-            pid = stack.pop()
+        peak = 0
+        for pid in student_kernel.process_tree(self.process.pid):
             try:
                 with open(f"/proc/{pid}/status") as f:
                     peak = max([peak] + [int(line.split()[1]) for line in f if line.startswith("VmHWM")])
-                with open(f"/proc/{pid}/task/{pid}/children") as f:
-                    stack += [int(child) for child in f.read().split()]
             except OSError:
                 continue
         return peak / 1024

@@ -255,10 +255,9 @@ class StudentKernel:
         return self.decode(answer["value"])
 
 
-def process_tree_cpu_seconds(root):
-    """CPU seconds used so far by `root` and every live process below it (Linux /proc)."""
-    children, cpu = {}, {}
-    tick = os.sysconf("SC_CLK_TCK")
+def process_tree(root):
+    """`root` and every live process below it: {pid: the fields of /proc/PID/stat after the command name}."""
+    children, stats = {}, {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -268,13 +267,20 @@ def process_tree_cpu_seconds(root):
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(entry))
-        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
-    total, stack = 0.0, [root]
+        stats[int(entry)] = fields
+    tree, stack = {}, [root]
     while stack:
         pid = stack.pop()
-        total += cpu.get(pid, 0.0)
+        if pid in stats:
+            tree[pid] = stats[pid]
         stack += children.get(pid, [])
-    return total
+    return tree
+
+
+def process_tree_cpu_seconds(root):
+    """CPU seconds used so far by `root` and every live process below it (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    return sum(int(fields[11]) + int(fields[12]) for fields in process_tree(root).values()) / tick
 
 
 def _stand_in(kernel, handle, generation):
