@@ -14,7 +14,7 @@ import pytest
 from lessons import ROOT, copy_course, hand_in, solved_release
 
 sys.path.insert(0, str(ROOT / "autograde"))
-from qkv_autograde import sandbox  # noqa: E402
+from qkv_autograde import preprocessors, sandbox  # noqa: E402
 
 LESSON = "01-lookup"
 BIN = pathlib.Path(sys.executable).parent
@@ -214,7 +214,10 @@ def test_feedback_pages_are_nbconverts_pages_without_the_reserialization(small_c
     pages = [p for p in ours if p.endswith(".html")]
     assert sorted(ours) == sorted(nbconverts) and len(pages) == 4
     assert any(b"data:image/png" in ours[p] for p in pages), "no figure on any page: nothing tested"
+    widget = [p for p in pages if p.startswith("ada/")]  # ada's lookup_explorer cell ran: a widget, not shown
+    assert widget and preprocessors.WIDGET_NOTE.encode() in ours[widget[0]]
     for page in pages:
+        assert b"VBox(children=" not in ours[page], page
         assert ours[page] != nbconverts[page]
         assert str(BeautifulSoup(ours[page].decode(), features="html.parser")).encode() == nbconverts[page], page
 

@@ -236,6 +236,7 @@ class SandboxedExecute(NbGraderPreprocessor):
                 else:
                     kernel.run_cell(cell, index)
                     _explain_withheld(cell)
+                    _explain_widgets(cell)
             truncated = sorted(kernel.client.truncated_cells) if kernel.client else []
             if truncated:
                 add_anomaly(nb, "output truncated", f"cells {', '.join(map(str, truncated))}")
@@ -257,6 +258,18 @@ def _explain_withheld(cell):
             "stream", name="stdout",
             text="(Not run during grading: this cell uses the course's own version of a function this lesson "
                  "grades. The grader checks your functions separately.)\n")]
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_NOTE = "(An interactive widget: it works when you run the notebook in JupyterLab, not on this page.)"
+
+
+def _explain_widgets(cell):
+    """A widget cannot be shown on a feedback page (a graded notebook keeps no widget state), where nbconvert falls
+    back to its text form, `VBox(children=(HBox(children=(FloatSlider(...`: the page says what it is instead."""
+    for output in cell.outputs:
+        if WIDGET_VIEW in output.get("data", {}):
+            output["data"]["text/plain"] = WIDGET_NOTE
 
 
 def _model_cache():
