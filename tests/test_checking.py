@@ -236,3 +236,30 @@ def test_keepdims_advice_also_from_the_line_a_remote_kernel_reports():
     assert "keepdims" in _likely_cause(error)
     error.where_in_student_code = " (in your code, line 3: `return e / mask`)"
     assert _likely_cause(error) == ""
+
+
+def values_off_by(fraction_of_scale, dtype):
+    """A stand-in answer to `scaled`: the expected values, off by `fraction_of_scale` of their largest size."""
+    def answer(x):
+        expected = 10.0 * x
+        signs = np.where(np.arange(x.size) % 2, 1.0, -1.0).reshape(x.shape)
+        return (expected + fraction_of_scale * np.abs(expected).max() * signs).astype(dtype)
+    return answer
+
+
+def scaled(x):
+    return 10.0 * x
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_float32_answer_is_compared_at_float32_precision_and_no_looser(dtype):
+    x = np.array([[1e-3, -2.0, 30.0], [0.5, -0.01, 4.0]])
+    # rounding in float32 of the size a sharp softmax produces (up to ~3e-5 of the scale): fine in float32 only
+    if dtype is np.float32:
+        check_against(values_off_by(5e-5, dtype), scaled, (x,), name="scaled")
+    else:
+        with pytest.raises(Hint, match="is wrong"):
+            check_against(values_off_by(5e-5, dtype), scaled, (x,), name="scaled")
+    # a real mistake is still one, whatever the precision
+    with pytest.raises(Hint, match="is wrong"):
+        check_against(values_off_by(1e-3, dtype), scaled, (x,), name="scaled")
