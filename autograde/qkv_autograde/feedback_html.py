@@ -19,8 +19,9 @@ from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 
 NO_ALT_TEXT = "No description has been provided for this image"  # nbconvert's words, so the pages match
-RAW_TEXT = re.compile(r"(<(script|style)\b.*?</\2\s*>)", re.S | re.I)
-IMAGE_TAG = re.compile(r"<img\b(?:\"[^\"]*\"|'[^']*'|[^'\">])*>", re.I)
+# a <script> or <style> block, left as it is, or an <img> tag (attribute values may hold ">")
+RAW_TEXT_OR_IMAGE = re.compile(r"(?P<raw><(script|style)\b.*?</\2\s*>)|<img\b(?:\"[^\"]*\"|'[^']*'|[^'\">])*>",
+                               re.S | re.I)
 QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'")
 ALT_ATTRIBUTE = re.compile(r"[\s/\"']alt(?=[\s=/>])", re.I)
 LAB_AREAS = "jp-Notebook"  # what nbconvert's tabindex pass looks for
@@ -28,15 +29,7 @@ LAB_AREAS = "jp-Notebook"  # what nbconvert's tabindex pass looks for
 
 def describe_images(html):
     """`html` with alt="…" on each <img> that has no alt attribute (not inside <script> or <style>)."""
-    pieces = RAW_TEXT.split(html)
-    out = []
-    for index, piece in enumerate(pieces):
-        kind = index % 3  # split with two groups: text, the whole raw block, its tag name
-        if kind == 0:
-            out.append(IMAGE_TAG.sub(_with_alt, piece))
-        elif kind == 1:
-            out.append(piece)
-    return "".join(out)
+    return RAW_TEXT_OR_IMAGE.sub(lambda match: match.group(0) if match.group("raw") else _with_alt(match), html)
 
 
 def _with_alt(match):
