@@ -19,8 +19,7 @@ import time
 from bench_class_grading import BIN, ENV, a_class
 
 # Run inside the course copy (its qkv_autograde, its gradebook). Each phase is timed by wrapping the function
-# grade() calls for it: feedback() and the export (feedback.export_grades(), or the `nbgrader export` subprocess
-# that earlier versions ran through _nbgrader()).
+# grade() calls for it: feedback() and the export (feedback.export_grades()).
 TIMED_RUN = """
 import json, sys, time
 from qkv_autograde import grade_class
@@ -37,11 +36,7 @@ def timed(phase, fn):
     return run
 
 grade_class.feedback = timed("feedback", grade_class.feedback)
-if hasattr(grade_class, "feedback_pages"):
-    grade_class.feedback_pages.export_grades = timed("export", grade_class.feedback_pages.export_grades)
-else:
-    stock = grade_class._nbgrader
-    grade_class._nbgrader = lambda *args: (timed("export", stock) if args[0] == "export" else stock)(*args)
+grade_class.feedback_pages.export_grades = timed("export", grade_class.feedback_pages.export_grades)
 
 if __name__ == "__main__":
     started = time.perf_counter()
