@@ -367,3 +367,32 @@ def soft_lookup_by_temperature(query, keys, values, temperatures):
 def test_hidden_tests_reject_mistakes_only_hard_inputs_show(grade, check, name, source):
     for _ in range(3):  # on every draw
         assert_rejected(check, mutant(LESSON, grade, source))
+
+
+# ---------------------------------------------------------------- issue 20: an overflow gets the overflow hint
+
+@pytest.mark.parametrize("check", [visible.softmax, hidden.softmax], ids=["visible", "hidden"])
+def test_softmax_without_the_max_is_told_it_overflowed_not_that_it_sums_the_whole_array(check):
+    # with keepdims=True, on one slice, it gives the very NaN that summing over the whole array gives
+    message = assert_rejected(check, mutant(LESSON, "softmax", SOFTMAX_MUTANTS["no max subtraction"]))
+    assert visible.SOFTMAX_OVERFLOW in message and "whole array" not in message, message
+
+
+def test_summing_over_the_whole_array_is_still_named_as_such():
+    whole = """
+def softmax(x, axis=-1):
+    x = np.asarray(x, dtype=float)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum()
+"""
+    message = assert_rejected(visible.softmax, mutant(LESSON, "softmax", whole))
+    assert "normalised over the whole array" in message, message
+
+
+def test_summing_over_the_whole_array_without_the_max_is_named_too():
+    whole = """
+def softmax(x, axis=-1):
+    return np.exp(x) / np.sum(np.exp(x))
+"""
+    message = assert_rejected(visible.softmax, mutant(LESSON, "softmax", whole))
+    assert "normalised over the whole array" in message, message

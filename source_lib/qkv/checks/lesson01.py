@@ -12,6 +12,9 @@ def _other_axis(x, axis):
     return 0 if axis % np.ndim(x) == np.ndim(x) - 1 else -1
 
 
+WHOLE_ARRAY = ("the result is normalised over the whole array; each slice along `axis` must sum to 1 "
+               "(use keepdims=True).")
+
 SOFTMAX_MISTAKES = [
     (lambda x, axis=-1: ref.softmax(x, axis=_other_axis(x, axis)),
      "the result sums to 1 along the wrong axis: normalise along `axis`, not a fixed one."),
@@ -19,9 +22,13 @@ SOFTMAX_MISTAKES = [
      "these are the inputs divided by their sum. Softmax exponentiates first, then normalises."),
     (lambda x, axis=-1: np.exp(x),
      "the exponentials are right but not normalised: divide by their sum along `axis`."),
-    (lambda x, axis=-1: np.exp(x) / np.sum(np.exp(x)),
-     "the result is normalised over the whole array; each slice along `axis` must sum to 1 "
-     "(use keepdims=True)."),
+    # on one slice (a 1-D input) this and the whole-array sum below give the same NaN: only an input with
+    # several slices, one of them overflowing, tells them apart (SOFTMAX_CONFIRMATIONS)
+    (lambda x, axis=-1: np.exp(x) / np.sum(np.exp(x), axis=axis, keepdims=True),
+     SOFTMAX_OVERFLOW),
+    (lambda x, axis=-1: np.exp(x) / np.sum(np.exp(x)), WHOLE_ARRAY),
+    (lambda x, axis=-1: (lambda e: e / np.sum(e))(np.exp(x - np.max(x))), WHOLE_ARRAY),  # the same, with a max
+    (lambda x, axis=-1: (lambda e: e / np.sum(e))(np.exp(x - np.max(x, axis=axis, keepdims=True))), WHOLE_ARRAY),
     (lambda x, axis=-1: _shifted_by_global_max(x, axis),
      "the scores were shifted by ONE maximum of the whole array, so a slice far below it underflows to "
      "exp(-1000) / sum = 0/0. Subtract each slice's own maximum: np.max(x, axis=axis, keepdims=True)."),
@@ -34,6 +41,12 @@ def _shifted_by_global_max(x, axis):
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
+# Several slices, one of them far above the rest: without the max the large slice overflows to NaN while
+# the others stay right, summing over the whole array zeroes them, one global max zeroes the small ones.
+SOFTMAX_CONFIRMATIONS = [((np.array([[1000.0, 1001.0, 999.0], [1.0, 2.0, 0.5]]),), {}),
+                         ((np.array([[3.0, 800.0], [1.0, 802.0], [0.0, 801.0]]),), {"axis": 0})]
+
+
 def _sums_to_one(got, args, kwargs):
     axis = kwargs.get("axis", args[1] if len(args) > 1 else -1)
     if not np.allclose(np.sum(got, axis=axis), 1, atol=1e-4):
@@ -44,7 +57,7 @@ def _sums_to_one(got, args, kwargs):
 def softmax(student_softmax):
     small = np.array([[1.0, 2.0, 3.0], [0.5, 0.5, 0.5]])
     check = dict(name="softmax", diagnoses=SOFTMAX_MISTAKES, extra_checks=[_sums_to_one],
-                 nonfinite_hint=SOFTMAX_OVERFLOW)
+                 nonfinite_hint=SOFTMAX_OVERFLOW, confirm_with=SOFTMAX_CONFIRMATIONS)
     check_against(student_softmax, ref.softmax, (np.array([2.0, 1.0, 0.1]),), **check)
     check_against(student_softmax, ref.softmax, (small,), **check)
     check_against(student_softmax, ref.softmax, (small,), {"axis": 0}, **check)
