@@ -262,6 +262,11 @@ def sliding_window_mask(T, window, n_sink):
     i, j = np.arange(T)[:, None], np.arange(T)[None, :]
     return (np.abs(i - j) < window) | (j < n_sink)
 """,
+    "window one too narrow": """
+def sliding_window_mask(T, window, n_sink):
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    return (j <= i) & ((i - j < window - 1) | (j < n_sink))
+""",
     "blank stub": "def sliding_window_mask(T, window, n_sink):\n" + STUB,
     "calls the reference": """
 from qkv.sinks import sliding_window_mask as _swm
@@ -310,6 +315,24 @@ def perplexity(logits, ids):
 def perplexity(logits, ids):
     ids = np.asarray(ids)
     return float(np.exp(-_log_p(logits[1:])[np.arange(len(ids) - 1), ids[:-1]].mean()))
+""",
+    "softmax over the positions": """
+def perplexity(logits, ids):
+    logits, ids = np.asarray(logits, dtype=float), np.asarray(ids)
+    m = logits.max(axis=0, keepdims=True)
+    log_p = logits - m - np.log(np.exp(logits - m).sum(axis=0, keepdims=True))
+    return float(np.exp(-log_p[np.arange(len(ids) - 1), ids[1:]].mean()))
+""",
+    "softmax over the positions of logits[:-1]": _LOG_SOFTMAX + """
+def perplexity(logits, ids):
+    ids = np.asarray(ids)
+    log_p = _log_p(np.asarray(logits)[:-1].T).T
+    return float(np.exp(-log_p[np.arange(len(ids) - 1), ids[1:]].mean()))
+""",
+    "loss with the sign flipped": _LOG_SOFTMAX + """
+def perplexity(logits, ids):
+    ids = np.asarray(ids)
+    return float(np.exp(_log_p(logits[:-1])[np.arange(len(ids) - 1), ids[1:]].mean()))
 """,
     "blank stub": "def perplexity(logits, ids):\n" + STUB,
     "calls the reference's token_losses": """
@@ -670,3 +693,32 @@ def test_hidden_tests_pass_only_plain_data_and_qkv_functions_to_the_student():
     for fn in callables:
         fn = getattr(fn, "func", fn)
         assert fn.__module__.startswith("qkv.") and "<locals>" not in fn.__qualname__, fn
+
+
+# ---------------------------------------------------------------- issue 20: hints that name the right cause
+
+@pytest.mark.parametrize("check", [visible.sliding_window_mask, hidden.sliding_window_mask], ids=["visible", "hidden"])
+def test_a_window_one_too_narrow_is_not_blamed_on_the_sinks(check):
+    # with n_sink = 1 it is the same mask as "the sinks counted inside the window": confirmed elsewhere, it is not
+    message = assert_rejected(check, mutant(LESSON, "sliding_window_mask", WINDOW_MUTANTS["window one too narrow"]))
+    assert "counted inside the window" not in message, message
+
+
+@pytest.mark.parametrize("check", [visible.sliding_window_mask, hidden.sliding_window_mask], ids=["visible", "hidden"])
+def test_sinks_counted_inside_the_window_are_still_named(check):
+    message = assert_rejected(check, mutant(LESSON, "sliding_window_mask",
+                                            WINDOW_MUTANTS["sinks counted inside the window"]))
+    assert "counted inside the window" in message, message
+
+
+@pytest.mark.parametrize("name", ["softmax over the positions", "softmax over the positions of logits[:-1]"])
+@pytest.mark.parametrize("check", [visible.perplexity, hidden.perplexity], ids=["visible", "hidden"])
+def test_perplexity_with_the_softmax_over_the_wrong_axis_is_told_so(check, name):
+    message = assert_rejected(check, mutant(LESSON, "perplexity", PERPLEXITY_MUTANTS[name]))
+    assert "over the positions (axis 0)" in message and "Lesson 01" in message, message
+
+
+@pytest.mark.parametrize("check", [visible.perplexity, hidden.perplexity], ids=["visible", "hidden"])
+def test_a_perplexity_below_one_is_called_impossible(check):
+    message = assert_rejected(check, mutant(LESSON, "perplexity", PERPLEXITY_MUTANTS["loss with the sign flipped"]))
+    assert "is impossible" in message and "sign" in message, message

@@ -85,7 +85,8 @@ def sliding_window_mask(student_fn):
 
 def perplexity(student_fn):
     rng = fresh_rng()
-    check = dict(name="perplexity", diagnoses=visible.PERPLEXITY_MISTAKES, nonfinite_hint=visible.OVERFLOW_HINT)
+    check = dict(name="perplexity", diagnoses=visible.PERPLEXITY_MISTAKES, nonfinite_hint=visible.OVERFLOW_HINT,
+                 extra_checks=[visible._possible_perplexity])
     for T, vocab in [(int(rng.integers(3, 9)), int(rng.integers(5, 30))), (2, 3), (10, 50)]:
         check_against(student_fn, ref.perplexity, visible.perplexity_case(rng, T, vocab), **check)
     # large logits: a log-softmax that exponentiates them directly overflows

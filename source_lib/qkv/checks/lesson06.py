@@ -6,7 +6,7 @@ import numpy as np
 
 from qkv import sinks as ref
 from qkv.attention import masked_softmax
-from qkv.checking import Hint, call, call_text, check_against, expect_array, seal
+from qkv.checking import Hint, _certain_diagnosis, _Probes, call, call_text, check_against, expect_array, seal
 from qkv.heads import grouped_query_attention
 from qkv.masking import causal_mask
 
@@ -160,7 +160,14 @@ SLIDING_WINDOW_MISTAKES = [
 ]
 
 
-def _mask_check(student_fn, args, name="sliding_window_mask"):
+# Masks on which every two listed mistakes differ (several sinks, a window wider than the sinks, queries past
+# both): a diagnosis made on one case is confirmed on these before it is named. On a case with n_sink = 1 alone,
+# "the sinks counted inside the window" is the same mask as a window one too narrow.
+SLIDING_WINDOW_CONFIRMATIONS = [((9, 4, 2), {}), ((11, 3, 3), {})]
+
+
+def _mask_check(student_fn, args, name="sliding_window_mask", diagnoses=SLIDING_WINDOW_MISTAKES,
+                confirm_with=SLIDING_WINDOW_CONFIRMATIONS):
     shown = call_text(name, args)
     raw = call(student_fn, *args, name=name)
     expected = ref.sliding_window_mask(*args)
@@ -170,9 +177,10 @@ def _mask_check(student_fn, args, name="sliding_window_mask"):
                    f"query may read the key): build it from comparisons such as j <= i, combined with & and |.")
     if np.array_equal(np.asarray(raw), expected):
         return
-    for mistake_fn, hint in SLIDING_WINDOW_MISTAKES:
-        if np.array_equal(np.asarray(mistake_fn(*args), dtype=bool), np.asarray(raw)):
-            raise Hint(f"{shown} is wrong: {hint}")
+    probes = _Probes(student_fn, ref.sliding_window_mask, args, {}, name, (), confirm_with=confirm_with)
+    named = _certain_diagnosis(got, expected.astype(float), args, {}, diagnoses, probes)
+    if named:
+        raise Hint(f"{shown} is wrong: {named}")
     wrong = np.argwhere(np.asarray(raw) != expected)[0]
     i, j = int(wrong[0]), int(wrong[1])
     raise Hint(f"{shown} is wrong: query {i} {'may' if got[i, j] else 'may not'} read key {j}; it should "
@@ -187,21 +195,31 @@ def sliding_window_mask(student_fn):
 
 # ---------------------------------------------------------------- perplexity
 
-def _log_softmax(logits):
+def _log_softmax(logits, axis=-1):
     logits = np.asarray(logits, dtype=float)
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    shifted = logits - logits.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 
 
-def _nll(logits, ids, shift=1):
+def _nll(logits, ids, shift=1, axis=-1):
     ids = np.asarray(ids)
-    log_p = _log_softmax(logits)
+    log_p = _log_softmax(logits, axis)
     if shift == 1:
         return -log_p[np.arange(len(ids) - 1), ids[1:]]
     if shift == 0:
         return -log_p[np.arange(len(ids)), ids]
     return -log_p[np.arange(1, len(ids)), ids[:-1]]  # shift == -1: logits[1:] against ids[:-1]
 
+
+def _nll_over_positions_of_the_predicting_rows(logits, ids):
+    # the wrong axis again, but the rows sliced (logits[:-1]) before the softmax over them
+    ids = np.asarray(ids)
+    return -_log_softmax(np.asarray(logits)[:-1], axis=0)[np.arange(len(ids) - 1), ids[1:]]
+
+
+PERPLEXITY_WRONG_AXIS = ("the softmax is taken over the positions (axis 0), not over the vocabulary: row t of the "
+                         "logits is one prediction, a distribution over the vocabulary, so normalise each row "
+                         "(axis=-1). Lesson 01 met this mistake: a softmax along the wrong axis.")
 
 PERPLEXITY_MISTAKES = [
     (lambda logits, ids: np.exp(np.mean(_nll(logits, ids, shift=0))),
@@ -220,7 +238,19 @@ PERPLEXITY_MISTAKES = [
      "the MEAN loss per token."),
     (lambda logits, ids: np.mean(np.exp(_nll(logits, ids))),
      "this is the mean of exp(loss); perplexity is exp of the mean loss."),
+    (lambda logits, ids: np.exp(np.mean(_nll(logits, ids, axis=0))), PERPLEXITY_WRONG_AXIS),
+    (lambda logits, ids: np.exp(np.mean(_nll_over_positions_of_the_predicting_rows(logits, ids))),
+     PERPLEXITY_WRONG_AXIS),
 ]
+
+
+def _possible_perplexity(got, args, kwargs):
+    """Every probability is at most 1, so every loss -ln p is at least 0 and a perplexity at least 1."""
+    if float(got) < 1 - 1e-9:
+        return (f"a perplexity of {float(got):.4g} is impossible: below 1 it would need probabilities above 1. "
+                f"Is the loss's sign flipped (the loss is -ln p, which is never negative), or are the logits not "
+                f"turned into log-probabilities over the vocabulary (axis=-1) first?")
+    return None
 
 OVERFLOW_HINT = ("np.exp of large logits overflows. Subtract each row's maximum before exponentiating "
                  "(log softmax = x - max - log(sum(exp(x - max)))); it changes nothing mathematically.")
@@ -235,7 +265,8 @@ def perplexity_case(rng, T, vocab, scale=3.0, offset=0.0):
 
 def perplexity(student_fn):
     rng = np.random.default_rng(63)
-    check = dict(name="perplexity", diagnoses=PERPLEXITY_MISTAKES, nonfinite_hint=OVERFLOW_HINT)
+    check = dict(name="perplexity", diagnoses=PERPLEXITY_MISTAKES, nonfinite_hint=OVERFLOW_HINT,
+                 extra_checks=[_possible_perplexity])
     check_against(student_fn, ref.perplexity, perplexity_case(rng, 5, 7), **check)
     check_against(student_fn, ref.perplexity, perplexity_case(rng, 2, 4), **check)
     check_against(student_fn, ref.perplexity, perplexity_case(rng, 6, 5, offset=1500.0), **check)
