@@ -11,9 +11,23 @@ exporter, tabindex and all.
 
 Both routes use it: `nbgrader generate_feedback` reads the same config as `make grade`, so their pages stay
 byte-identical (tests/test_class_grading.py).
+
+Everything in a graded notebook but the template is the student's: the answer cells, any markdown cell they
+edited or added, and every output (their kernel produced it, and can choose its mimetypes and metadata). The
+instructor opens these pages, so the exporter makes student content inert before it is written
+(tests/test_feedback_pages.py loads real pages in chromium): only outputs of the mimetypes a page shows as data
+are kept (no JavaScript, widget views or state, PDF, mermaid), output metadata is reduced to numeric image sizes
+(nbconvert writes `width=` unquoted), and the HTML of outputs, raw cells and rendered markdown goes through one
+allowlist (bleach, which nbconvert's own SanitizeHTML uses): no scripts, event handlers, javascript: URLs,
+iframes, objects, forms or styles; figures, tables, text, markdown and maths stay. Markdown is cleaned after it
+is rendered, so code and maths in it keep their `<` and `&`.
 """
+import copy
 import re
 
+import bleach
+from bleach.css_sanitizer import CSSSanitizer
+from jinja2 import pass_context
 from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
@@ -25,6 +39,72 @@ RAW_TEXT_OR_IMAGE = re.compile(r"(?P<raw><(script|style)\b.*?</\2\s*>)|<img\b(?:
 QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'")
 ALT_ATTRIBUTE = re.compile(r"[\s/\"']alt(?=[\s=/>])", re.I)
 LAB_AREAS = "jp-Notebook"  # what nbconvert's tabindex pass looks for
+
+# What student HTML may contain: what markdown renders to (nbconvert's mistune renderer: headings with anchors,
+# highlighted code, tables with aligned cells, the lessons' <details>), pandas tables, and inline formatting.
+STUDENT_TAGS = frozenset({
+    "a", "abbr", "b", "blockquote", "br", "caption", "cite", "code", "col", "colgroup", "dd", "del", "details",
+    "div", "dl", "dt", "em", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "ins",
+    "kbd", "li", "mark", "ol", "p", "pre", "q", "s", "samp", "small", "span", "strong", "sub", "summary", "sup",
+    "table", "tbody", "td", "tfoot", "th", "thead", "tr", "u", "ul", "var"})
+COMMON_ATTRIBUTES = ("class", "id", "title", "style", "align")
+PICTURE = re.compile(r"data:image/(png|jpeg|gif|webp|svg\+xml)[;,]", re.I)
+# browsers ignore ASCII whitespace and control characters anywhere in a URL's scheme ("java\nscript:")
+IGNORED_IN_SCHEME = re.compile(r"[\x00-\x20]+")
+# elements whose content is not text to show: dropped whole (bleach would leave their content as text)
+NOT_TEXT = re.compile(r"<(script|style|template|textarea|title|noscript|noembed|noframes|xmp|iframe|object)\b"
+                      r".*?(?:</\1\s*>|\Z)", re.S | re.I)
+# the output mimetypes a page shows as data, never as code (widget views fall back to their text/plain note)
+SHOWN_MIMETYPES = frozenset({"text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg",
+                             "image/svg+xml"})  # SVG is written as a base64 <img>, where scripts never run
+
+
+def _allowed_attribute(tag, name, value):
+    if name in COMMON_ATTRIBUTES:
+        return True
+    if tag == "a" and name == "href":  # bleach then checks the scheme: http(s), mailto, or relative
+        return not IGNORED_IN_SCHEME.sub("", value).lower().startswith("data:")
+    if tag == "img" and name == "src":
+        scheme = IGNORED_IN_SCHEME.sub("", value)
+        return bool(PICTURE.match(scheme)) or ":" not in scheme.split("/", 1)[0]  # a picture, or a relative path
+    return (tag, name) in {("a", "name"), ("img", "alt"), ("img", "width"), ("img", "height"), ("ol", "start"),
+                           ("td", "colspan"), ("td", "rowspan"), ("th", "colspan"), ("th", "rowspan"),
+                           ("table", "border"), ("details", "open")}
+
+
+STUDENT_HTML = bleach.Cleaner(tags=STUDENT_TAGS, attributes=_allowed_attribute,
+                              protocols=["http", "https", "mailto", "data"], strip=True, strip_comments=True,
+                              css_sanitizer=CSSSanitizer())
+
+
+def inert_html(html):
+    """`html` from a student with nothing a browser would run: only STUDENT_TAGS and their plain attributes."""
+    return STUDENT_HTML.clean(NOT_TEXT.sub("", str(html)))
+
+
+def inert_notebook(nb):
+    """A copy of graded notebook `nb` whose outputs and raw cells cannot run anything in the page."""
+    nb = copy.deepcopy(nb)
+    nb.metadata.pop("widgets", None)  # widget state: nbconvert would load a widget manager to render it
+    for cell in nb.cells:
+        if cell.cell_type == "raw":
+            cell.source = inert_html(cell.source)  # nbconvert writes a raw cell's source into the page as it is
+        for output in cell.get("outputs", ()):
+            if "data" in output:
+                output["data"] = {kind: inert_html(value) if kind == "text/html" else value
+                                  for kind, value in output["data"].items() if kind in SHOWN_MIMETYPES}
+            if "metadata" in output:
+                output["metadata"] = _image_sizes(output["metadata"])
+        if "execution_count" in cell and not isinstance(cell.execution_count, int):
+            cell.execution_count = None  # the prompt is written unescaped
+    return nb
+
+
+def _image_sizes(metadata):
+    """An output's metadata reduced to the numeric sizes of its pictures (nbconvert writes them unquoted)."""
+    return {kind: {key: value for key, value in sizes.items()
+                   if key in ("width", "height") and type(value) in (int, float)}
+            for kind, sizes in metadata.items() if kind in ("image/png", "image/jpeg") and isinstance(sizes, dict)}
 
 
 def describe_images(html):
@@ -41,9 +121,15 @@ def _with_alt(match):
 
 
 class FeedbackExporter(HTMLExporter):
-    """HTMLExporter without the BeautifulSoup round trip, for templates that do not need it."""
+    """HTMLExporter without the BeautifulSoup round trip, for templates that do not need it, and with student
+    content made inert."""
+
+    @pass_context
+    def markdown2html(self, context, source):
+        return inert_html(super().markdown2html(context, source))
 
     def from_notebook_node(self, nb, resources=None, **kw):
+        nb = inert_notebook(nb)
         language = nb.metadata.get("language_info", {})
         self.register_filter("highlight_code", self.filters.get("highlight_code") or Highlight2HTML(
             pygments_lexer=language.get("pygments_lexer", language.get("name")), parent=self))
