@@ -38,8 +38,22 @@ def test_usable_cpus_is_capped_by_the_quota_and_never_zero():
 
 def test_a_saturated_machine_gets_one_thread():
     visible = len(os.sched_getaffinity(0))
-    assert threads.usable_cpus(quota=1000.0, load=visible + 0.5) == 1
-    assert threads.usable_cpus(quota=1000.0, load=visible - 0.5) == visible
+    assert threads.usable_cpus(quota=1000.0, load=visible + 0.5, workers=1) == 1
+    assert threads.usable_cpus(quota=1000.0, load=0.3, workers=1) == visible
+
+
+def test_threads_follow_the_cpus_the_load_leaves_free():
+    # issue 22: at load 1.2 on 2 CPUs two threads took twice as long as one; only ~0.8 CPU is free
+    assert threads.usable_cpus(quota=2.0, load=1.2, workers=1) == 1
+    assert threads.usable_cpus(quota=2.0, load=0.4, workers=1) == min(2, len(os.sched_getaffinity(0)))
+    assert threads.usable_cpus(quota=2.0, load=2.6, workers=1) == 1
+
+
+def test_grading_workers_share_the_cpus(monkeypatch):
+    assert threads.usable_cpus(quota=2.0, load=0.0, workers=2) == 1
+    assert threads.usable_cpus(quota=2.0, load=0.0, workers=5) == 1
+    monkeypatch.setenv(threads.WORKERS_VARIABLE, "2")
+    assert threads.usable_cpus(quota=2.0, load=0.0) == 1
 
 
 def test_the_blas_pool_is_limited_unless_the_user_chose(monkeypatch):

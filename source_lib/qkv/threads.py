@@ -2,15 +2,19 @@
 
 On Binder (and in many containers) the machine shows many CPUs but a cgroup quota grants about one core.
 OpenBLAS starts one thread per visible CPU, and the threads then wait on each other: measured under load, a
-32-token SmolLM2 forward took 171 ms with one thread and 356 ms with two (issue 12). `import qkv` therefore
-limits the BLAS pool to the quota (to 1 on a saturated machine), unless the user chose a thread count in the
-environment.
+32-token SmolLM2 forward took 171 ms with one thread and 356 ms with two (issue 12). And on a machine whose
+CPUs are partly busy elsewhere, the BLAS threads that find no free CPU wait for the others: at load 1.2 on 2
+cores, two threads took 512-3,789 ms (median 559) where one took 272-345 ms (median 278) (issue 22). `import
+qkv` therefore limits the BLAS pool to the CPUs that are free (quota and affinity, minus the load, shared
+between the grader's workers), unless the user chose a thread count in the environment.
 """
 import math
 import os
 
 # Any of these set by the user is a deliberate choice that we leave alone.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+# Set by the grader (`make grade`): how many worker processes share this machine's CPUs.
+WORKERS_VARIABLE = "QKV_WORKERS"
 
 
 def cgroup_cpu_quota(root="/sys/fs/cgroup", proc_cgroup="/proc/self/cgroup"):
@@ -51,12 +55,14 @@ def _v1_quota(folder):
         return None
 
 
-def usable_cpus(quota=None, load=None):
-    """Whole CPUs this process may keep busy: its CPU affinity, capped by the cgroup quota (at least 1).
+def usable_cpus(quota=None, load=None, workers=None):
+    """Whole CPUs this process may keep busy: its CPU affinity, capped by the cgroup quota, minus the CPUs the
+    1-minute load average says are busy (rounded to the nearest: floor(cpus - load + 0.5)), divided among the
+    grader's `workers` (QKV_WORKERS); at least 1, at most the CPUs.
 
-    And 1 when the machine is already saturated (1-minute load average >= those CPUs): BLAS threads then
-    spin waiting for each other. Measured on the 2-core course machine at load 11: lesson 05 ran in 16 s
-    with one thread and 50 s with two (bench/bench_threads.py, bench/bench_notebooks.py).
+    A thread beyond the free CPUs waits for the others at every BLAS barrier. Measured on the 2-core course
+    machine: at load 11 lesson 05 ran in 16 s with one thread and 50 s with two; at load 1.2 a 32-token
+    forward had a median of 278 ms with one thread and 559 ms with two (bench/bench_threads.py).
     """
     try:
         visible = len(os.sched_getaffinity(0))
@@ -69,7 +75,13 @@ def usable_cpus(quota=None, load=None):
             load = os.getloadavg()[0]
         except OSError:
             load = 0.0
-    return 1 if load >= cpus else cpus
+    free = min(cpus, max(1, math.floor(cpus - load + 0.5)))
+    if workers is None:
+        try:
+            workers = int(os.environ.get(WORKERS_VARIABLE) or 1)
+        except ValueError:
+            workers = 1
+    return max(1, min(free, cpus // max(1, workers)))
 
 
 def match_blas_threads(environ=os.environ):
