@@ -254,6 +254,20 @@ def attention_step(q_new, k_cache, v_cache):
     g = q_new.shape[0] // k_cache.shape[0]
     return np.repeat(v_cache[:, -1:], g, axis=0)
 """,
+    "softmax over the heads axis": """
+def attention_step(q_new, k_cache, v_cache):
+    g = q_new.shape[0] // k_cache.shape[0]
+    k, v = np.repeat(k_cache, g, axis=0), np.repeat(v_cache, g, axis=0)
+    s = q_new @ k.transpose(0, 2, 1) / np.sqrt(q_new.shape[-1])
+    e = np.exp(s - s.max(axis=0, keepdims=True))
+    return (e / e.sum(axis=0, keepdims=True)) @ v
+""",
+    "softmax over the single query's axis": """
+def attention_step(q_new, k_cache, v_cache):
+    g = q_new.shape[0] // k_cache.shape[0]
+    k, v = np.repeat(k_cache, g, axis=0), np.repeat(v_cache, g, axis=0)
+    return softmax(q_new @ k.transpose(0, 2, 1) / np.sqrt(q_new.shape[-1]), axis=1) @ v
+""",
     "blank stub": "def attention_step(q_new, k_cache, v_cache):\n    # YOUR CODE HERE\n    raise NotImplementedError()\n",
     "calls the reference": """
 from qkv import cost as _c
@@ -350,6 +364,25 @@ def chunked_attention(Q, K, V, chunk):
         out += p @ V[s:s + chunk]
     return out / total
 """,
+    "plain exp, no max at all": """
+def chunked_attention(Q, K, V, chunk):
+    l = np.zeros((Q.shape[0], 1))
+    acc = np.zeros((Q.shape[0], V.shape[1]))
+    for s in range(0, K.shape[0], chunk):
+        p = np.exp(Q @ K[s:s + chunk].T / np.sqrt(Q.shape[1]))
+        l += p.sum(axis=1, keepdims=True)
+        acc += p @ V[s:s + chunk]
+    return acc / l
+""",
+    "chunks the queries, full softmax over every key": """
+def chunked_attention(Q, K, V, chunk):
+    out = np.zeros((Q.shape[0], V.shape[1]))
+    for s in range(0, Q.shape[0], chunk):
+        scores = Q[s:s + chunk] @ K.T / np.sqrt(Q.shape[1])
+        e = np.exp(scores - scores.max(axis=1, keepdims=True))
+        out[s:s + chunk] = (e / e.sum(axis=1, keepdims=True)) @ V
+    return out
+""",
     "blank stub": "def chunked_attention(Q, K, V, chunk):\n    # YOUR CODE HERE\n    raise NotImplementedError()\n",
     "calls lesson 02's attention": """
 from qkv.attention import attention as _attention
@@ -401,6 +434,50 @@ CAUSAL_MUTANTS = {
     "no mask on the diagonal block": _causal_source(mask="False"),
     "last partial query chunk dropped": _causal_source(query_starts="range(0, T - chunk + 1, chunk)"),
     "counts nothing": _causal_source(count="pass"),
+    "plain exp, no max at all": """
+def causal_chunked_attention(Q, K, V, chunk):
+    T = Q.shape[0]
+    out = np.zeros((T, V.shape[1]))
+    blocks = 0
+    for q_start in range(0, T, chunk):
+        q_end = min(q_start + chunk, T)
+        l = np.zeros((q_end - q_start, 1))
+        acc = np.zeros((q_end - q_start, V.shape[1]))
+        for k_start in range(0, q_end, chunk):
+            k_end = min(k_start + chunk, T)
+            scores = Q[q_start:q_end] @ K[k_start:k_end].T / np.sqrt(Q.shape[1])
+            future = np.arange(q_start, q_end)[:, None] < np.arange(k_start, k_end)[None, :]
+            p = np.where(future, 0.0, np.exp(scores))
+            l += p.sum(axis=1, keepdims=True)
+            acc += p @ V[k_start:k_end]
+            blocks += 1
+        out[q_start:q_end] = acc / l
+    return out, blocks
+""",
+    "full masked [T, T] attention, count b(b+1)/2": """
+def causal_chunked_attention(Q, K, V, chunk):
+    T = Q.shape[0]
+    s = Q @ K.T / np.sqrt(Q.shape[1])
+    s = np.where(np.tril(np.ones((T, T), dtype=bool)), s, -np.inf)
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    b = -(-T // chunk)
+    return (e / e.sum(axis=1, keepdims=True)) @ V, b * (b + 1) // 2
+""",
+    "chunks only the queries, full softmax over the past": """
+def causal_chunked_attention(Q, K, V, chunk):
+    T = Q.shape[0]
+    out = np.zeros((T, V.shape[1]))
+    blocks = 0
+    for q_start in range(0, T, chunk):
+        q_end = min(q_start + chunk, T)
+        scores = Q[q_start:q_end] @ K[:q_end].T / np.sqrt(Q.shape[1])
+        future = np.arange(q_start, q_end)[:, None] < np.arange(q_end)[None, :]
+        scores = np.where(future, -np.inf, scores)
+        e = np.exp(scores - scores.max(axis=1, keepdims=True))
+        out[q_start:q_end] = (e / e.sum(axis=1, keepdims=True)) @ V[:q_end]
+        blocks += -(-q_end // chunk)
+    return out, blocks
+""",
     "blank stub": ("def causal_chunked_attention(Q, K, V, chunk):\n"
                    "    # YOUR CODE HERE\n    raise NotImplementedError()\n"),
     "calls the reference": """
@@ -425,6 +502,36 @@ test_hidden_tests_reject_mutant, test_visible_checks_reject_mutant = mutant_reje
                               "chunked_attention": CHUNKED_MUTANTS, "causal_chunked_attention": CAUSAL_MUTANTS})
 
 
+# issue 20: mistakes that earned credit without the idea, or got only "got ..., expected ...": each is named by the
+# visible check (so the student learns of it before grading) and by the hidden test
+NAMED_MISTAKES = [
+    ("attention_step", STEP_MUTANTS, "softmax over the heads axis", "wrong axis"),
+    ("attention_step", STEP_MUTANTS, "softmax over the single query's axis", "wrong axis"),
+    ("chunked_attention", CHUNKED_MUTANTS, "plain exp, no max at all", "above 709"),
+    ("chunked_attention", CHUNKED_MUTANTS, "chunks the queries, full softmax over every key", "chunks of the queries"),
+    ("causal_chunked_attention", CAUSAL_MUTANTS, "plain exp, no max at all", "above 709"),
+    ("causal_chunked_attention", CAUSAL_MUTANTS, "full masked [T, T] attention, count b(b+1)/2", "strip of scores"),
+    ("causal_chunked_attention", CAUSAL_MUTANTS, "chunks only the queries, full softmax over the past",
+     "strip of scores"),
+]
+
+
+@pytest.mark.parametrize("grade, mutants, name, words", NAMED_MISTAKES, ids=[f"{g}:{n}" for g, _, n, _ in NAMED_MISTAKES])
+@pytest.mark.parametrize("layer", ["visible", "hidden"])
+def test_a_mistake_without_the_idea_gets_its_own_hint(layer, grade, mutants, name, words):
+    check = getattr(visible if layer == "visible" else hidden, grade)
+    assert words in assert_rejected(check, mutant(LESSON, grade, mutants[name]))
+
+
+def test_the_memory_probes_leave_room_for_every_correct_variant():
+    # the bounds are half of the [n_q, n_k] matrix and 3/4 of a [chunk, T] strip; a right answer stays far below
+    for grade, probe, bound in (("chunked_attention", visible.memory_of_chunked, 32 * 16384 * 8 / 2),
+                                ("causal_chunked_attention", visible.memory_of_causal, 0.75 * 32 * 2048 * 8)):
+        for source in [None, *VARIANTS[grade].values()]:
+            fn = student(LESSON)[grade] if source is None else mutant(LESSON, grade, source)
+            assert probe(fn) < bound / 1.5
+
+
 def test_hints_name_the_likely_mistake():
     def hint(check, grade, source):
         return assert_rejected(check, mutant(LESSON, grade, source))
@@ -443,8 +550,8 @@ def test_hints_name_the_likely_mistake():
                                             CHUNKED_MUTANTS["rescales with exp(new - old)"])
     assert "last, shorter chunk" in hint(hidden.chunked_attention, "chunked_attention",
                                          CHUNKED_MUTANTS["last partial chunk dropped"])
-    assert "whole [T, T] float64 score matrix" in hint(hidden.chunked_attention, "chunked_attention",
-                                                       CHUNKED_MUTANTS["materialises the whole score matrix"])
+    assert "whole [32, 16384] float64 score matrix" in hint(visible.chunked_attention, "chunked_attention",
+                                                            CHUNKED_MUTANTS["materialises the whole score matrix"])
     assert "diagonal" in hint(hidden.causal_chunked_attention, "causal_chunked_attention",
                               CAUSAL_MUTANTS["skips the diagonal chunk"])
     assert "skip it" in hint(hidden.causal_chunked_attention, "causal_chunked_attention",

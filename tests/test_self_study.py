@@ -10,7 +10,7 @@ from qkv import checking
 from qkv.checking import Hint, answered_choice, answered_number
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-LESSONS = ("01", "02", "03", "04", "05", "06")
+LESSONS = ("01", "02", "03", "04", "05", "06", "07")
 
 
 def hidden(lesson):

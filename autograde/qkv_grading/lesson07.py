@@ -80,11 +80,18 @@ def chunked_attention(student_chunked):
     # a falling max (the first chunk holds the largest scores) and large scores that would overflow a plain exp
     Q, K, V = visible.chunked_case(rng, 3, 11, 4, 2, rising=True)
     check_against(student_chunked, ref.chunked_attention, (Q, K[::-1].copy(), V, 3), **check)
+    overflow = {**check, "nonfinite_hint": visible.CHUNKED_OVERFLOW}
+    check_against(student_chunked, ref.chunked_attention,
+                  (*visible.overflow_case(rng, int(rng.integers(2, 6)), n_k, 4, 3, top=float(rng.uniform(800, 3000))),
+                   int(rng.integers(2, 5))), **overflow)
     check_against(student_chunked, ref.chunked_attention, (*visible.chunked_case(rng, 3, 10, 4, 2, spread=300.0), 4),
-                  **check)
+                  **overflow)
     Q, K, V = (a.astype(np.float32) for a in visible.chunked_case(rng, 4, 13, 8, 8, rising=True))
     check_against(student_chunked, ref.chunked_attention, (Q, K, V, 5), **{**check, "rtol": 1e-4, "atol": 1e-5})
-    visible.memory_of_chunked(student_chunked, T=1024, chunk=int(rng.choice([32, 64])))
+    # few queries, many keys: a chunk of queries against every key is the whole [n_q, n_k] matrix
+    chunk = int(rng.choice([32, 64]))
+    visible.memory_of_chunked(student_chunked, n_q=int(rng.integers(24, chunk + 1)), chunk=chunk,
+                              seed=int(rng.integers(2**31)))
 
 
 def causal_chunked_attention(student_causal):
@@ -95,10 +102,15 @@ def causal_chunked_attention(student_causal):
     for chunk in (1, 4 if T % 4 else 5, 3 if T % 3 == 0 else 2, T, T + 2):
         check_against(student_causal, ref.causal_chunked_attention, (*visible.causal_case(rng, T, 4, 3), chunk),
                       **check)
+    overflow = {**check, "nonfinite_hint": visible.CHUNKED_OVERFLOW}
+    check_against(student_causal, ref.causal_chunked_attention,
+                  (*visible.overflow_case(rng, T, T, 4, 3, top=float(rng.uniform(800, 3000))), int(rng.integers(2, 5))),
+                  **overflow)
     check_against(student_causal, ref.causal_chunked_attention, (*visible.causal_case(rng, 10, 4, 2, spread=300.0), 3),
-                  **check)
+                  **overflow)
     Q, K, V = (a.astype(np.float32) for a in visible.causal_case(rng, 11, 8, 8))
     check_against(student_causal, ref.causal_chunked_attention, (Q, K, V, 4), **{**check, "rtol": 1e-4, "atol": 1e-5})
+    visible.memory_of_causal(student_causal, chunk=int(rng.choice([32, 64])), seed=int(rng.integers(2**31)))
 
 
 ANSWERS = {
@@ -109,6 +121,21 @@ ANSWERS = {
     "memory_exponent": (2.0, 0.1),
     # SmolLM2 (30 layers, 3 kv heads of 64) in 16-bit floats at 8,192 tokens: 2*30*3*64*2 B * 8192 / 2^20
     "smollm2_cache_mib": (2 * 30 * 3 * 64 * 2 * 8192 / 2**20, 0.5),
+}
+
+
+# One line per self-check, shown in self-study mode (QKV_SELF_STUDY=1) once the student has answered: the reasoning,
+# so that a wrong answer can be redone, not the letter or the number.
+EXPLANATIONS = {
+    "context_growth": "The score matrix is [n, n], so its size grows by the square of the ratio of the lengths: "
+                      "divide the new length by the old one, then square (your cost_ratio).",
+    "more_important_reason": "Attention does more arithmetic than a recurrence, and gated recurrences already eased "
+                             "vanishing gradients; what it changed is that no step waits for the one before, so "
+                             "training can use all of a parallel machine, and so far larger models and datasets.",
+    "memory_exponent": "Naive attention keeps a few [T, T] arrays alive at once, T * T numbers each: fit log(peak) "
+                       "against log(T) on your lengths T >= 1,024 and naive_bytes; that slope is the power of T.",
+    "smollm2_cache_mib": "Per token the cache keeps one key and one value per layer and per key/value head (3, not the "
+                         "9 query heads): 2 * 30 * 3 * 64 numbers of 2 bytes; times 8,192 tokens, divided by 2^20.",
 }
 
 

@@ -79,7 +79,7 @@ def fit_exponent(student_fit_exponent):
 
 # ---------------------------------------------------------------- attention_step
 
-def _step(q, k, v, kv_index=None, scale=True, drop_newest=False, only_newest=False):
+def _step(q, k, v, kv_index=None, scale=True, drop_newest=False, only_newest=False, softmax_axis=-1):
     """attention_step with one thing changed, to recognise a mistake."""
     q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))
     if drop_newest:
@@ -89,8 +89,14 @@ def _step(q, k, v, kv_index=None, scale=True, drop_newest=False, only_newest=Fal
     n_q, n_kv = q.shape[0], k.shape[0]
     index = np.arange(n_q) // (n_q // n_kv) if kv_index is None else kv_index(np.arange(n_q), n_q, n_kv)
     scores = q @ k[index].swapaxes(-1, -2) / (np.sqrt(q.shape[-1]) if scale else 1.0)
-    return ref_attention.softmax(scores) @ v[index]
+    return ref_attention.softmax(scores, axis=softmax_axis) @ v[index]   # scores [H_q, 1, T]
 
+
+# lesson 01's mistake, in the shapes of a generation step: over the heads (axis 0) or over the one query (axis 1,
+# which makes every weight 1)
+STEP_WRONG_AXIS = ("the weights sum to 1 along the wrong axis: the scores are [H_q, 1, T] and each new query's "
+                   "softmax runs over the T cached positions, the last axis (softmax's default axis=-1), not over "
+                   "the heads or the single query.")
 
 ATTENTION_STEP_MISTAKES = [
     (lambda q, k, v: _step(q, k, v, scale=False),
@@ -103,7 +109,7 @@ ATTENTION_STEP_MISTAKES = [
     (lambda q, k, v: _step(q, k, v, kv_index=lambda h, n_q, n_kv: h % n_kv),
      "query head h used key/value head h % H_kv (np.tile's order); consecutive query heads share a key/value "
      "head, h // (H_q // H_kv), which is np.repeat's order (lesson 05)."),
-]
+] + [(lambda q, k, v, axis=axis: _step(q, k, v, softmax_axis=axis), STEP_WRONG_AXIS) for axis in (0, 1)]
 
 
 def step_case(rng, n_q, n_kv, T, d_head):
@@ -272,6 +278,20 @@ CHUNKED_NONFINITE = ("on the first chunk the running max is -inf, so a factor ex
                      "stayed 0: is every chunk, the last shorter one included, added?)")
 
 
+CHUNKED_OVERFLOW = ("these scores go above 709, where np.exp overflows to infinity (and inf / inf is NaN): is the "
+                    "running max subtracted before the exponentials, exp(scores - m_new), and are the running sum "
+                    "and output rescaled by exp(old_max - new_max) when it grows?")
+
+
+def overflow_case(rng, n_q, n_k, d, d_v, top=1000.0):
+    """Scores up to about `top`, far past exp's limit of 709, with every query's largest score on the first key: the
+    running max is found at once and never grows, so only an exp without the max subtracted can overflow here."""
+    Q = np.abs(rng.normal(size=(n_q, d))) + 1.0                # every query points into the positive orthant
+    K = rng.normal(size=(n_k, d))
+    K[0] = top * math.sqrt(d) / Q.sum(axis=1).min()             # q . k_0 / sqrt(d) >= top for every query
+    return Q, K, rng.normal(size=(n_k, d_v))
+
+
 def chunked_case(rng, n_q, n_k, d, d_v, spread=2.0, rising=False):
     Q, K, V = rng.normal(size=(n_q, d)), rng.normal(size=(n_k, d)) * spread, rng.normal(size=(n_k, d_v))
     if rising:  # every later chunk scores higher: the running max keeps growing, so rescaling is exercised
@@ -279,17 +299,50 @@ def chunked_case(rng, n_q, n_k, d, d_v, spread=2.0, rising=False):
     return Q, K, V
 
 
-def memory_of_chunked(student_chunked, name="chunked_attention", T=1024, chunk=64, d=16):
-    """The student's chunked attention must not allocate anything near the [T, T] score matrix."""
-    Q, K, V = ref.random_qkv(T, d, seed=7)
-    result, peak = call_with_peak_memory(student_chunked, Q, K, V, chunk, name=name)
-    expect_array(result, (T, d), call_text(name, (Q, K, V, chunk)))
-    full = T * T * 8
-    if peak >= full / 2:
-        raise Hint(f"{name} allocated {peak / 2**20:.1f} MiB at its peak for {T} queries and keys in chunks of "
-                   f"{chunk}, as much as the whole [T, T] float64 score matrix ({full / 2**20:.0f} MiB): keep only "
-                   f"one [n_q, chunk] block of scores at a time.")
-    return peak
+def _peak_beyond(student_fn, name, args, shape):
+    """(the student's peak memory during the call, beyond the bytes of its inputs): a sandboxed kernel counts the
+    inputs once, a local call their copies; what is left is what the function allocated."""
+    result, peak = call_with_peak_memory(student_fn, *args, name=name)
+    expect_array(result[0] if isinstance(result, tuple) else result, shape, call_text(name, args))
+    inputs = sum(a.nbytes for a in args if isinstance(a, np.ndarray))
+    return max(0, peak - inputs)
+
+
+def _mib(n_bytes):
+    return f"{n_bytes / 2**20:.2f} MiB" if n_bytes >= 2**20 else f"{n_bytes / 2**10:.0f} KiB"
+
+
+def memory_of_chunked(student_chunked, name="chunked_attention", n_q=32, n_k=16384, chunk=64, d=4, seed=7):
+    """Chunks of KEYS with a running max and sum need O(n_q * chunk) memory beyond the inputs, whatever n_k; the
+    [n_q, n_k] score matrix, or a chunk of queries against every key ([n_q, n_k] too, since n_q <= chunk here)
+    needs O(n_q * n_k). n_k is much larger than chunk, so the two are far apart."""
+    rng = np.random.default_rng(seed)
+    Q, K, V = rng.normal(size=(n_q, d)), rng.normal(size=(n_k, d)), rng.normal(size=(n_k, d))
+    used = _peak_beyond(student_chunked, name, (Q, K, V, chunk), (n_q, d))
+    full = n_q * n_k * 8
+    if used >= full / 2:
+        raise Hint(f"{name} allocated {_mib(used)} beyond its inputs for {n_q} queries against {n_k} keys in chunks "
+                   f"of {chunk}: that is the scale of the whole [{n_q}, {n_k}] float64 score matrix ({_mib(full)}), "
+                   f"not of one [{n_q}, {chunk}] block ({_mib(n_q * chunk * 8)}). Loop over chunks of the KEYS with a "
+                   f"running max, sum and output per query: a loop over chunks of the queries with a full softmax "
+                   f"over every key, or scores computed before the loop, holds every score of a query at once.")
+    return used
+
+
+def memory_of_causal(student_causal, name="causal_chunked_attention", T=2048, chunk=32, d=2, seed=8):
+    """Blocks of [chunk, chunk] need O(chunk^2 + T * d) memory beyond the inputs; a block of queries against every
+    (past) key needs [chunk, T], the masked [T, T] matrix T / chunk times more."""
+    rng = np.random.default_rng(seed)
+    Q, K, V = rng.normal(size=(T, d)), rng.normal(size=(T, d)), rng.normal(size=(T, d))
+    used = _peak_beyond(student_causal, name, (Q, K, V, chunk), (T, d))
+    strip = chunk * T * 8
+    if used >= 0.75 * strip:    # the last chunk of queries against its past alone is a whole strip
+        raise Hint(f"{name} allocated {_mib(used)} beyond its inputs for T = {T} in chunks of {chunk}: that is the "
+                   f"scale of a [{chunk}, {T}] strip of scores, a chunk of queries against every key ({_mib(strip)}; "
+                   f"the masked [T, T] matrix is {_mib(T * T * 8)}), not of one [{chunk}, {chunk}] block "
+                   f"({_mib(chunk * chunk * 8)}). Cut the keys into chunks too: each block on or below the diagonal "
+                   f"goes through the running max and sum, and the blocks above it are never computed.")
+    return used
 
 
 def chunked_attention(student_chunked):
@@ -300,6 +353,8 @@ def chunked_attention(student_chunked):
     check_against(student_chunked, ref.chunked_attention, (*chunked_case(rng, 4, 10, 3, 5, rising=True), 4), **check)
     check_against(student_chunked, ref.chunked_attention, (*chunked_case(rng, 2, 5, 4, 3), 1), **check)
     check_against(student_chunked, ref.chunked_attention, (*chunked_case(rng, 2, 5, 4, 3), 8), **check)
+    check_against(student_chunked, ref.chunked_attention, (*overflow_case(rng, 3, 9, 4, 2), 4),
+                  **{**check, "nonfinite_hint": CHUNKED_OVERFLOW})
     memory_of_chunked(student_chunked)
     print("chunked_attention: all visible checks passed (and it never holds the whole score matrix).")
 
@@ -350,7 +405,10 @@ def causal_chunked_attention(student_causal):
     check_against(student_causal, ref.causal_chunked_attention, (*causal_case(rng, 8, 4, 3), 2), **check)
     check_against(student_causal, ref.causal_chunked_attention, (*causal_case(rng, 7, 3, 2), 3), **check)
     check_against(student_causal, ref.causal_chunked_attention, (*causal_case(rng, 5, 4, 2), 5), **check)
-    print("causal_chunked_attention: all visible checks passed.")
+    check_against(student_causal, ref.causal_chunked_attention, (*overflow_case(rng, 9, 9, 4, 2), 3),
+                  **{**check, "nonfinite_hint": CHUNKED_OVERFLOW})
+    memory_of_causal(student_causal)
+    print("causal_chunked_attention: all visible checks passed (and it never holds more than a block of scores).")
 
 
 seal(__name__)
