@@ -68,8 +68,13 @@ def entry(name, data=None, date=None, mode=None):
 
 
 def submitted(course, student):
+    """The files collected for a student, without the LMS record (`.lms.json`) beside them."""
     folder = course / "submitted" / student / LESSON
-    return sorted(os.listdir(folder)) if folder.is_dir() else None
+    return sorted(f for f in os.listdir(folder) if f != intake.LMS_RECORD) if folder.is_dir() else None
+
+
+def lms_record(course, student):
+    return json.loads((course / "submitted" / student / LESSON / intake.LMS_RECORD).read_text())
 
 
 def names(notes, student=None):
@@ -97,13 +102,16 @@ def test_canvas_names_are_collected_under_the_released_name(course, tmp_path):
         entry("carol_44444_55555_01-lookup-1.ipynb"),  # Canvas's mark of a resubmission
     ])
     notes = intake.collect(export, course, LESSON)
-    assert submitted(course, "alice") == [f"{LESSON}.ipynb"]
-    assert submitted(course, "bob") == [f"{LESSON}.ipynb"]
-    assert submitted(course, "carol") == [f"{LESSON}.ipynb"]
-    assert tag_of(course / "submitted" / "carol" / LESSON / f"{LESSON}.ipynb") == \
+    # the student id is Canvas's user id; the name is kept for display
+    assert submitted(course, "12345") == [f"{LESSON}.ipynb"]
+    assert submitted(course, "22222") == [f"{LESSON}.ipynb"]
+    assert submitted(course, "44444") == [f"{LESSON}.ipynb"]
+    assert submitted(course, "alice") is None
+    assert tag_of(course / "submitted" / "44444" / LESSON / f"{LESSON}.ipynb") == \
         "answer = 'carol_44444_55555_01-lookup-1.ipynb'"
-    assert names(notes) == ["unexpected file name"]
-    assert [n["student"] for n in notes] == ["carol"]
+    assert lms_record(course, "12345") == {"lms": "canvas", "user_id": "12345", "name": "alice"}
+    assert lms_record(course, "22222")["late"].startswith("marked late by Canvas")
+    assert sorted((n["student"], n["name"]) for n in notes) == [("22222", "late"), ("44444", "unexpected file name")]
     # the work folders live inside the course
     assert (course / "downloaded" / LESSON / "extracted").is_dir()
 
@@ -127,34 +135,35 @@ def test_nested_folders_are_collected_and_noted(course, tmp_path):
         entry("Frank Li_777_assignsubmission_file_/hw/01-lookup.ipynb"),  # Moodle
     ])
     notes = intake.collect(export, course, LESSON)
-    assert submitted(course, "dave") == [f"{LESSON}.ipynb"]
+    assert submitted(course, "1") == [f"{LESSON}.ipynb"]
     assert submitted(course, "erin") == [f"{LESSON}.ipynb"]
-    assert submitted(course, "Frank Li") == [f"{LESSON}.ipynb"]
-    assert names(notes, "dave") == names(notes, "erin") == names(notes, "Frank Li") == ["nested folder"]
-    assert "work/final" in next(n["detail"] for n in notes if n["student"] == "dave")
+    assert submitted(course, "777") == [f"{LESSON}.ipynb"]
+    assert lms_record(course, "777") == {"lms": "moodle", "user_id": "777", "name": "Frank Li"}
+    assert names(notes, "1") == names(notes, "erin") == names(notes, "777") == ["nested folder"]
+    assert "work/final" in next(n["detail"] for n in notes if n["student"] == "1")
 
 
 def test_duplicates_newest_wins_by_zip_date_and_by_timestamp_in_the_name(course, tmp_path):
     export = make_zip(tmp_path / "dupes.zip", [
-        entry("canvas/alice_1_10_01-lookup.ipynb", date=(2026, 11, 2, 9, 0, 0)),
-        entry("canvas/alice_1_11_01-lookup-1.ipynb", date=(2026, 11, 3, 9, 0, 0)),   # newest by zip date
-        entry("canvas/alice_1_12_01-lookup-2.ipynb", date=(2026, 11, 1, 9, 0, 0)),
+        entry("alice_1_10_01-lookup.ipynb", date=(2026, 11, 2, 9, 0, 0)),
+        entry("alice_1_11_01-lookup-1.ipynb", date=(2026, 11, 3, 9, 0, 0)),   # newest by zip date
+        entry("alice_1_12_01-lookup-2.ipynb", date=(2026, 11, 1, 9, 0, 0)),
         # Blackboard names carry the time: it decides, whatever the zip's dates say
-        entry("bb/Lesson 1_bob_attempt_2026-11-05-10-00-00_01-lookup.ipynb", date=(2026, 11, 9, 0, 0, 0)),
-        entry("bb/Lesson 1_bob_attempt_2026-11-06-10-00-00_01-lookup.ipynb", date=(2026, 11, 1, 0, 0, 0)),
+        entry("Lesson 1_bob_attempt_2026-11-05-10-00-00_01-lookup.ipynb", date=(2026, 11, 9, 0, 0, 0)),
+        entry("Lesson 1_bob_attempt_2026-11-06-10-00-00_01-lookup.ipynb", date=(2026, 11, 1, 0, 0, 0)),
     ])
     notes = intake.collect(export, course, LESSON)
-    assert tag_of(course / "submitted" / "alice" / LESSON / f"{LESSON}.ipynb") == \
-        "answer = 'canvas/alice_1_11_01-lookup-1.ipynb'"
+    assert tag_of(course / "submitted" / "1" / LESSON / f"{LESSON}.ipynb") == \
+        "answer = 'alice_1_11_01-lookup-1.ipynb'"
     assert tag_of(course / "submitted" / "bob" / LESSON / f"{LESSON}.ipynb") == \
-        "answer = 'bb/Lesson 1_bob_attempt_2026-11-06-10-00-00_01-lookup.ipynb'"
-    assert "duplicate submission" in names(notes, "alice") and "duplicate submission" in names(notes, "bob")
-    kept = next(n["detail"] for n in notes if n["student"] == "alice" and n["name"] == "duplicate submission")
-    assert kept.startswith("3 copies") and "kept the newest, canvas/alice_1_11_01-lookup-1.ipynb" in kept
+        "answer = 'Lesson 1_bob_attempt_2026-11-06-10-00-00_01-lookup.ipynb'"
+    assert "duplicate submission" in names(notes, "1") and "duplicate submission" in names(notes, "bob")
+    kept = next(n["detail"] for n in notes if n["student"] == "1" and n["name"] == "duplicate submission")
+    assert kept.startswith("3 copies") and "kept the newest, alice_1_11_01-lookup-1.ipynb" in kept
     # nbgrader records the time from the name as the submission's timestamp
     stamp = (course / "submitted" / "bob" / LESSON / "timestamp.txt").read_text()
     assert stamp.startswith("2026-11-06 10:00:00")
-    assert not (course / "submitted" / "alice" / LESSON / "timestamp.txt").exists()
+    assert not (course / "submitted" / "1" / LESSON / "timestamp.txt").exists()
 
 
 def test_non_notebook_files_and_unknown_names_are_skipped_and_noted(course, tmp_path):
@@ -169,12 +178,12 @@ def test_non_notebook_files_and_unknown_names_are_skipped_and_noted(course, tmp_
         entry("carol/01-lookup.ipynb"),
     ])
     notes = intake.collect(export, course, LESSON)
-    assert submitted(course, "alice") == [f"{LESSON}.ipynb"]
+    assert submitted(course, "1") == [f"{LESSON}.ipynb"]
     assert submitted(course, "bob") == ["scratch.ipynb"]       # staged later as a renamed file, with a flag
     assert submitted(course, "carol") == [f"{LESSON}.ipynb"]
     assert not (course / "submitted" / ".ipynb_checkpoints").exists() and not (course / "submitted" / "__MACOSX").exists()
     by_name = {(n["name"], n["student"]) for n in notes}
-    assert ("not a notebook", "alice") in by_name and ("not a notebook", "") in by_name
+    assert ("not a notebook", "1") in by_name and ("not a notebook", "") in by_name
     assert ("unexpected file name", "") in by_name and ("unexpected file name", "bob") in by_name
     assert any("orphan.ipynb" in n["detail"] for n in notes)
     assert names(notes, "carol") == []
@@ -218,7 +227,7 @@ def test_a_zip_inside_the_zip(course, tmp_path):
     ])
     outside_before = snapshot_outside(course)
     notes = intake.collect(export, course, LESSON)
-    for student in ("alice", "bob", "carol", "dave"):
+    for student in ("1", "3", "5", "dave"):   # a second section's export inside the export is read as an export
         assert submitted(course, student) == [f"{LESSON}.ipynb"], (student, notes)
     assert names(notes) == ["unsafe path"]
     assert snapshot_outside(course) == outside_before
@@ -263,7 +272,7 @@ def test_an_unzipped_export_folder_is_collected_without_following_links(course, 
     os.symlink(secret, folder / "eve" / "01-lookup.ipynb")
     make_zip(folder / "dave_5_6_lookup.zip", [entry("01-lookup.ipynb")])  # a student's upload, still zipped
     notes = intake.collect(folder, course, LESSON)
-    assert submitted(course, "alice") == submitted(course, "bob") == submitted(course, "dave") == [f"{LESSON}.ipynb"]
+    assert submitted(course, "alice") == submitted(course, "1") == submitted(course, "5") == [f"{LESSON}.ipynb"]
     assert submitted(course, "eve") is None
     assert [(n["name"], "eve" in n["detail"]) for n in notes] == [("unsafe path", True)]
 
@@ -287,20 +296,23 @@ def test_nbgraders_own_archive_folder_is_used_in_place(course, tmp_path):
     archive.mkdir(parents=True)
     make_zip(archive / "canvas.zip", [entry("alice_1_2_01-lookup.ipynb")])
     make_zip(archive / "late.zip", [entry("bob_late_3_4_01-lookup.ipynb")])
-    assert intake.collect(archive, course, LESSON) == []
-    assert submitted(course, "alice") == submitted(course, "bob") == [f"{LESSON}.ipynb"]
+    assert intake.collect(archive, course, LESSON) == [intake.note("3", "late", "marked late by Canvas (its download "
+                                                                         "gives no time)")]
+    assert submitted(course, "1") == submitted(course, "3") == [f"{LESSON}.ipynb"]
     assert sorted(os.listdir(archive)) == ["canvas.zip", "late.zip"]      # the instructor's downloads untouched
     assert intake.collect(archive / "canvas.zip", course, LESSON) == []     # one of them, given alone
     extracted = course / "downloaded" / LESSON / "extracted"
     assert names(intake.collect(extracted, course, LESSON)) == ["collection failed"]
 
 
-def test_a_student_folder_starting_with_a_dot_is_collected_for_the_grader_to_refuse(course, tmp_path):
+def test_a_student_folder_starting_with_a_dot_is_refused_with_a_reason(course, tmp_path):
     export = make_zip(tmp_path / "dot.zip", [entry(".hidden/01-lookup.ipynb"), entry("._alice_1_2_01-lookup.ipynb"),
                                              entry(".DS_Store", b"\x00")])
-    assert intake.collect(export, course, LESSON) == []
-    assert submitted(course, ".hidden") == [f"{LESSON}.ipynb"]   # never dropped: staging names the refusal
-    assert submitted(course, "alice") is None                    # macOS's shadow file is not a submission
+    notes = intake.collect(export, course, LESSON)
+    assert names(notes) == ["no submissions", "refused student id"]
+    assert "'.hidden' is not a student id" in next(n["detail"] for n in notes if n["name"] == "refused student id")
+    assert submitted(course, ".hidden") is None
+    assert submitted(course, "1") is None                        # macOS's shadow file is not a submission
 
 
 def test_collecting_again_replaces_and_says_so(course, tmp_path):
@@ -310,7 +322,7 @@ def test_collecting_again_replaces_and_says_so(course, tmp_path):
     make_zip(tmp_path / "second.zip", [entry("alice_1_9_01-lookup.ipynb")])
     notes = intake.collect(tmp_path / "second.zip", course, LESSON)
     assert names(notes) == ["collected again"]
-    assert tag_of(course / "submitted" / "alice" / LESSON / f"{LESSON}.ipynb") == "answer = 'alice_1_9_01-lookup.ipynb'"
+    assert tag_of(course / "submitted" / "1" / LESSON / f"{LESSON}.ipynb") == "answer = 'alice_1_9_01-lookup.ipynb'"
 
 
 def test_the_real_course_config_is_read_without_side_effects(course, tmp_path):
@@ -319,7 +331,7 @@ def test_the_real_course_config_is_read_without_side_effects(course, tmp_path):
     path_before, env_before = list(sys.path), os.environ.get("PYTHONPATH")
     make_zip(tmp_path / "x.zip", [entry("alice_1_2_01-lookup.ipynb")])
     assert intake.collect(tmp_path / "x.zip", course, LESSON) == []
-    assert submitted(course, "alice") == [f"{LESSON}.ipynb"]
+    assert submitted(course, "1") == [f"{LESSON}.ipynb"]
     assert sys.path == path_before and os.environ.get("PYTHONPATH") == env_before
     assert not (ROOT / "autograde" / "submitted" / "alice_1_2_01-lookup.ipynb").exists()
 
@@ -327,13 +339,14 @@ def test_the_real_course_config_is_read_without_side_effects(course, tmp_path):
 def test_the_documented_patterns_read_the_documented_examples():
     collector = intake.SubmissionCollector("/nowhere", LESSON, {LESSON}, {})
     cases = {
-        "alice_12345_67890_01-lookup.ipynb": ("alice", "01-lookup.ipynb"),
-        "smithjohn_LATE_1_2_01-lookup.ipynb": ("smithjohn", "01-lookup.ipynb"),
+        "alice_12345_67890_01-lookup.ipynb": ("12345", "01-lookup.ipynb"),
+        "smithjohn_LATE_1_2_01-lookup.ipynb": ("1", "01-lookup.ipynb"),
         "alice/01-lookup.ipynb": ("alice", "01-lookup.ipynb"),
         "alice/01-lookup/01-lookup.ipynb": ("alice", "01-lookup.ipynb"),
         "submitted/alice/01-lookup/01-lookup.ipynb": ("alice", "01-lookup.ipynb"),
         "Lesson 01_jdoe_attempt_2026-01-30-15-00-00_01-lookup.ipynb": ("jdoe", "01-lookup.ipynb"),
-        "Ann Lee_42_assignsubmission_file_/01-lookup.ipynb": ("Ann Lee", "01-lookup.ipynb"),
+        "Ann Lee_42_assignsubmission_file_/01-lookup.ipynb": ("42", "01-lookup.ipynb"),
+        "Ann Lee_43_assignsubmission_file_01-lookup.ipynb": ("43", "01-lookup.ipynb"),
     }
     for path, expected in cases.items():
         info, _ = collector.read(path)
@@ -394,10 +407,10 @@ def test_what_intake_collects_is_what_the_grader_stages(course, tmp_path):
         entry("Lesson 1_carol_attempt_2026-11-05-10-00-00_01-lookup.ipynb"),
     ])
     notes = intake.collect(export, course, LESSON)
-    assert [(n["student"], n["name"]) for n in notes] == [("bob", "unexpected file name")]
+    assert [(n["student"], n["name"]) for n in notes] == [("3", "unexpected file name")]
     staged = submissions.stage(str(course), "submitted", LESSON, [LESSON], str(course.parent / "notebooks" / LESSON))
     assert [(s.student, s.notebook, [a["name"] for a in s.anomalies]) for s in staged] == [
-        ("alice", LESSON, []), ("bob", LESSON, ["renamed file"]), ("carol", LESSON, [])]
+        ("1", LESSON, []), ("3", LESSON, ["renamed file"]), ("carol", LESSON, [])]
     assert (course / ".staged" / "carol" / LESSON / "timestamp.txt").read_text().startswith("2026-11-05 10:00:00")
 
 
@@ -421,6 +434,6 @@ def test_the_stock_zip_collect_command_uses_the_same_plugins(course, tmp_path):
         env={**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
              "PYTHONPATH": str(ROOT / "autograde")})
     assert run.returncode == 0, run.stderr
-    assert tag_of(course / "submitted" / "alice" / LESSON / f"{LESSON}.ipynb") == "answer = 'alice_1_3_01-lookup-1.ipynb'"
+    assert tag_of(course / "submitted" / "1" / LESSON / f"{LESSON}.ipynb") == "answer = 'alice_1_3_01-lookup-1.ipynb'"
     assert "duplicate submission" in run.stderr and "unsafe path" in run.stderr
     assert not (tmp_path / "escape.ipynb").exists() and not (course.parent / "escape.ipynb").exists()
