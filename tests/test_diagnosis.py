@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 
 import mutation
-from qkv import attention, heads, lookup, masking, probes, scaling
-from qkv.checking import Hint, check_against
-from qkv.checks import lesson01, lesson02, lesson03, lesson04, lesson05
+from qkv import attention, heads, lookup, masking, probes, scaling, sinks
+from qkv.checking import Hint, _Probes, check_against
+from qkv.checks import lesson01, lesson02, lesson03, lesson04, lesson05, lesson06
+
+MODULES = {"01": lesson01, "02": lesson02, "03": lesson03, "04": lesson04, "05": lesson05, "06": lesson06}
 
 RNG = np.random.default_rng(8)
 SQUARE = tuple(RNG.normal(size=(4, 4)) for _ in range(3))
@@ -36,9 +38,28 @@ HARD_VALUES = np.array([[10.0], [20.0], [30.0], [40.0]])
 
 def _hard_lookup(student, reference, args, kwargs, diagnoses, outputs):
     # a moved query matches no key: the diagnosis is confirmed on the table's other queries
-    others = [((key.copy(), HARD_KEYS, HARD_VALUES), {}) for key in HARD_KEYS if not np.array_equal(key, args[0])]
-    _against(student, reference, args, kwargs, diagnoses, outputs, confirm=others)
+    _against(student, reference, args, kwargs, diagnoses, outputs, confirm=_other_keys(args))
 
+
+def _other_keys(args):
+    return [((key.copy(), HARD_KEYS, HARD_VALUES), {}) for key in HARD_KEYS if not np.array_equal(key, args[0])]
+
+
+_hard_lookup.confirm = _other_keys
+
+
+def _confirmed_by(confirm):
+    def run(student, reference, args, kwargs, diagnoses, outputs):
+        _against(student, reference, args, kwargs, diagnoses, outputs, confirm=confirm)
+    run.confirm = confirm
+    return run
+
+
+def _window_mask(student, reference, args, kwargs, diagnoses, outputs):
+    lesson06._mask_check(student, args, name="fn", diagnoses=diagnoses)
+
+
+_window_mask.confirm = lesson06.SLIDING_WINDOW_CONFIRMATIONS
 
 _mix = np.array([[1.0, 0, 0, 1], [0, 1, 0, 0], [1, 0, 1, 0], [0, 1, 0, 1]])
 ATTEND = functools.partial(probes.mixed_readout, mix=_mix, readout=np.array([[1.0, 2.0], [0.5, -1.0], [2.0, 0.25]]))
@@ -49,7 +70,8 @@ TOY = heads.AttentionShape("toy", n_layers=4, d_model=48, n_heads=6, n_kv_heads=
 CASES = [
     ("01", "SOFTMAX_MISTAKES", attention.softmax,
      [((np.array([[0.5, 2.0, -1.0], [3.0, 0.0, 1.5]]),), {}), ((np.array([[0.5, 2.0, -1.0], [3.0, 0.0, 1.5]]),), {"axis": 0}),
-      ((np.array([[1.0, 2.0], [1000.0, 1001.0]]),), {})], None, _against),
+      ((np.array([[1.0, 2.0], [1000.0, 1001.0]]),), {}), ((np.array([1000.0, 1001.0, 1002.0]),), {})], None,
+     _confirmed_by(lesson01.SOFTMAX_CONFIRMATIONS)),
     ("01", "HARD_LOOKUP_MISTAKES", lookup.hard_lookup,
      [((np.array([2.0, 1.0, 0.0]), HARD_KEYS, HARD_VALUES), {}), ((np.array([1.0, 2.0, 1.0]), HARD_KEYS, HARD_VALUES), {})],
      None, _hard_lookup),
@@ -97,12 +119,33 @@ CASES = [
     ("05", "MULTI_HEAD_ATTENTION_MISTAKES", heads.multi_head_attention,
      [(lesson05._mha_case(np.random.default_rng(3), 4, 10, 3, 4), {"mask": masking.causal_mask(4)}),
       (lesson05._mha_case(np.random.default_rng(4), 5, 8, 4, 2), {"mask": masking.causal_mask(5)}),
-      (lesson05._mha_case(np.random.default_rng(5), 4, 6, 2, 3), {})], None, _against),
+      (lesson05._mha_case(np.random.default_rng(5), 4, 6, 2, 3), {})], None,
+     _confirmed_by(lesson05.MHA_CONFIRMATIONS)),
     ("05", "GROUPED_QUERY_ATTENTION_MISTAKES", heads.grouped_query_attention,
      [(lesson05.gqa_case(np.random.default_rng(6), 6, 2, 4, 3), {"mask": masking.causal_mask(4)}),
       (lesson05.gqa_case(np.random.default_rng(7), 6, 3, 4, 3), {"mask": masking.causal_mask(4)})], None, _against),
     ("05", "KV_CACHE_MISTAKES", heads.kv_cache_bytes_per_token,
      [((TOY, 4), {}), ((TOY, 3), {}), ((types.SimpleNamespace(n_layers=3, n_heads=12, n_kv_heads=4, d_head=5), 2), {})], None, _against),
+    ("06", "FIRST_TOKEN_SHARE_MISTAKES", sinks.first_token_share,
+     [((lesson06.causal_weights(np.random.default_rng(60), 3, 5),), {}),
+      ((np.random.default_rng(602).uniform(size=(2, 4, 4)),), {})], None,
+     _confirmed_by(lesson06.FIRST_TOKEN_SHARE_CONFIRMATIONS)),
+    ("06", "CONTRIBUTION_MISTAKES", sinks.contribution_norms,
+     [(lesson06.contribution_case(np.random.default_rng(61), 4, 3, 5), {})], None, _against),
+    ("06", "OCCLUSION_MISTAKES", sinks.occlusion_effects,
+     [((lesson06.toy_logprob(np.random.default_rng(62)), np.array([3, 1, 4, 1, 5])), {})], None,
+     _confirmed_by(lesson06.occlusion_confirmations(np.random.default_rng(620)))),
+    ("06", "SLIDING_WINDOW_MISTAKES", sinks.sliding_window_mask,
+     [((6, 2, 1), {}), ((7, 2, 2), {}), ((5, 3, 0), {})], None, _window_mask),
+    ("06", "PERPLEXITY_MISTAKES", sinks.perplexity,
+     [(lesson06.perplexity_case(np.random.default_rng(63), 5, 7), {}),
+      (lesson06.perplexity_case(np.random.default_rng(64), 6, 5), {})], None, _against),
+    ("06", "DIAGONAL_MISTAKES", sinks.diagonal_score,
+     [((lesson06.scores_case(np.random.default_rng(64), 3, 5),), {})], None, _against),
+    ("06", "PREVIOUS_TOKEN_MISTAKES", sinks.previous_token_score,
+     [((lesson06.scores_case(np.random.default_rng(65), 3, 5),), {})], None, _against),
+    ("06", "INDUCTION_MISTAKES", sinks.induction_score,
+     [((lesson06.scores_case(np.random.default_rng(66), 3, 8), 4), {})], None, _against),
 ]
 
 
@@ -166,8 +209,7 @@ def _coincides_once(mistake_value, args, kwargs, reference_copy):
 
 def _items():
     for lesson, list_name, reference, inputs, outputs, run in CASES:
-        diagnoses = getattr({"01": lesson01, "02": lesson02, "03": lesson03, "04": lesson04, "05": lesson05}[lesson],
-                            list_name)
+        diagnoses = getattr(MODULES[lesson], list_name)
         for index in range(len(diagnoses)):
             yield pytest.param(lesson, list_name, index, reference, inputs, outputs, run,
                                id=f"{lesson}:{list_name}[{index}]")
@@ -189,7 +231,7 @@ def _distinguishing_input(diagnoses, index, reference, inputs):
 @pytest.mark.parametrize("lesson, list_name, index, reference, inputs, outputs, run", list(_items()))
 def test_a_mistake_is_named_only_when_the_function_is_that_mistake(lesson, list_name, index, reference, inputs,
                                                                    outputs, run):
-    real = getattr({"01": lesson01, "02": lesson02, "03": lesson03, "04": lesson04, "05": lesson05}[lesson], list_name)
+    real = getattr(MODULES[lesson], list_name)
     copies = mutation.checks_copy(lesson)[list_name]
     hint = real[index][1]
     args, kwargs, mistaken = _distinguishing_input(real, index, reference, inputs)
@@ -211,3 +253,43 @@ COPY_OF = {lesson04.MASKED_SOFTMAX_REFERENCE: "qkv.attention.masked_softmax",
 def _student_copy_of(reference):
     """The reference compiled as a student's code: a function outside qkv may call it without tripping the wire."""
     return mutation.student_reference(COPY_OF.get(reference) or f"{reference.__module__}.{reference.__name__}")
+
+
+# ---------------------------------------------------------------- issue 20: confirmations that can tell mistakes apart
+
+def _confirming_inputs(run, reference, args, kwargs):
+    """The inputs on which qkv.checking confirms a diagnosis made on (args, kwargs): the check's own
+    confirmations, then this input moved a little."""
+    confirm = getattr(run, "confirm", ())
+    confirm = confirm(args) if callable(confirm) else confirm
+    probes = _Probes(_student_copy_of(reference), reference, args, kwargs, "fn", (), confirm_with=confirm)
+    return [(probe_args, probe_kwargs) for probe_args, probe_kwargs, _, _ in probes]
+
+
+def _catalogues():
+    for lesson, list_name, reference, inputs, outputs, run in CASES:
+        yield pytest.param(getattr(MODULES[lesson], list_name), reference, inputs, run, id=f"{lesson}:{list_name}")
+
+
+@pytest.mark.parametrize("diagnoses, reference, inputs, run", list(_catalogues()))
+def test_every_two_mistakes_that_give_the_same_wrong_answer_are_told_apart_by_the_confirming_inputs(
+        diagnoses, reference, inputs, run):
+    # Two listed mistakes that coincide on a checked input stand for all the mistakes nobody listed that
+    # coincide there too (lesson 01: no max and a whole-array sum give the same NaN on one slice; lesson 06:
+    # a window one too narrow and sinks counted inside it give the same mask when n_sink = 1). A diagnosis is
+    # only as good as the inputs that confirm it: they must separate every such pair.
+    for args, kwargs in inputs:
+        expected, confirming = _result(reference, args, kwargs), None
+        for a, (first, first_hint) in enumerate(diagnoses):
+            for second, second_hint in diagnoses[a + 1:]:
+                here = _result(first, args, kwargs)
+                if first_hint == second_hint or here is None or _same(here, expected):
+                    continue
+                if not _same(here, _result(second, args, kwargs)):
+                    continue
+                confirming = confirming if confirming is not None else _confirming_inputs(run, reference, args, kwargs)
+                apart = [(c_args, c_kwargs) for c_args, c_kwargs in confirming
+                         if _result(first, c_args, c_kwargs) is not None
+                         and not _same(_result(first, c_args, c_kwargs), _result(second, c_args, c_kwargs))]
+                assert apart, (f"on {args!r} {kwargs!r}, {first_hint!r} and {second_hint!r} give the same answer "
+                               f"and no confirming input tells them apart")

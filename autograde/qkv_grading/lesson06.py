@@ -34,7 +34,8 @@ GRADED_REFERENCES = (
 
 def first_token_share(student_fn):
     rng = fresh_rng()
-    check = dict(name="first_token_share", diagnoses=visible.FIRST_TOKEN_SHARE_MISTAKES)
+    check = dict(name="first_token_share", diagnoses=visible.FIRST_TOKEN_SHARE_MISTAKES,
+                 confirm_with=visible.FIRST_TOKEN_SHARE_CONFIRMATIONS)
     for H, T in [(int(rng.integers(2, 5)), int(rng.integers(4, 9))), (9, 6), (1, 3), (4, 2)]:
         check_against(student_fn, ref.first_token_share, (visible.causal_weights(rng, H, T),), **check)
     # a strong sink: every query gives key 0 most of its weight, query 0 excluded or not makes a difference
@@ -147,8 +148,10 @@ def ablate_heads(student_fn):
 ANSWERS = {
     "weight_refutes": ("c", None),
     "sink_explanation": ("b", None),
-    # seed 003: GPT-2's last token of a 6-token sentence; no preference spreads 1/6 on each token
-    "gpt2_uniform_share": (1 / 6, 0.005),
+    # seed 003: GPT-2's last token of a 6-token sentence; no preference spreads 1/6 on each token. The question
+    # asks for two decimals (or a fraction): 0.16 (cut) and 0.17 (rounded) are both that reading of 1/6, while
+    # 1/5 (query 0 left out) and GPT-2's measured 0.61 are not.
+    "gpt2_uniform_share": (1 / 6, 0.01),
     # SmolLM2 on the seed-002 sentence: the layer whose first-token share is largest (tests/test_lesson06.py
     # recomputes it from the model)
     "sink_peak_layer": (25, 0),
@@ -156,17 +159,19 @@ ANSWERS = {
 }
 
 
-# One line per self-check, shown in self-study mode (QKV_SELF_STUDY=1) once the student has answered.
+# One line per self-check, shown in self-study mode (QKV_SELF_STUDY=1) once the student has answered, right or
+# wrong: so it explains the idea and never names the answer (tests/test_lesson06.py checks that it does not).
 EXPLANATIONS = {
-    "weight_refutes": "The biggest weights go to tokens that carry nothing about the answer, so weight alone cannot "
-                      "show use; deleting a token and watching the answer can (c).",
-    "sink_explanation": "Every row must sum to 1, so a head with nothing to read parks its weight on a position all "
-                        "queries see and whose value adds little: the first token (b).",
-    "gpt2_uniform_share": "With no preference the last of 6 tokens spreads its weight evenly: 1/6, about 0.167, "
-                          "against GPT-2's measured 0.61.",
-    "sink_peak_layer": "np.argmax of the per-layer first-token shares of section 2: layer 25 on the seed sentence.",
-    "ablation_outcome": "Without the top induction heads the second copy is predicted almost as badly as random "
-                        "tokens, while random heads barely matter (a).",
+    "weight_refutes": "The biggest weights go to tokens that carry nothing about the answer, so a weight alone cannot "
+                      "show that a token was used; only an intervention, deleting it and watching the answer, can.",
+    "sink_explanation": "Every row must sum to 1, so a head with nothing to read has to park its weight somewhere: "
+                        "on a position all queries see and whose value adds little.",
+    "gpt2_uniform_share": "With no preference the last query spreads its weight evenly over every token it can see, "
+                          "itself included: one over the number of tokens, whatever GPT-2 measured.",
+    "sink_peak_layer": "Take np.argmax of the per-layer first-token shares of section 2 (`shares`), not the layer "
+                       "with the largest share of the contribution.",
+    "ablation_outcome": "Compare the second-copy losses printed in section 6: the intact model, the top induction "
+                        "heads ablated, and the random heads ablated, against the first copy's loss (no copying).",
 }
 
 

@@ -533,6 +533,8 @@ def _certain_diagnosis(got, expected, args, kwargs, diagnoses, probes):
             mistaken = _mistaken(mistake_fn, probe_args, probe_kwargs)
             if mistaken is None or _same(mistaken, probe_expected):
                 continue  # this input cannot tell the mistake from a right answer
+            if mistaken.shape != np.shape(probe_expected):
+                continue  # there the mistake gives another shape, which is reported as such, not diagnosed
             if not np.any(np.isfinite(mistaken)):
                 continue  # NaN everywhere is what every overflowing mistake gives: no fingerprint of this one
             if any(_same(mistaken, _mistaken(other, probe_args, probe_kwargs)) for other in others):

@@ -129,9 +129,16 @@ def _mha_case(rng, T, d_model, n_heads, d_head):
     return X, W_Q, W_K, W_V, W_O, n_heads
 
 
+# Where d_model = n_heads * d_head, dividing by sqrt(d_model) or by sqrt(n_heads * d_head) is the same mistake;
+# a diagnosis made on such a case is confirmed on these, where the widths differ (and a mask matters).
+MHA_CONFIRMATIONS = [(_mha_case(np.random.default_rng(51), 4, 10, 3, 4), {"mask": causal(4)}),
+                     (_mha_case(np.random.default_rng(52), 5, 7, 2, 5), {"mask": causal(5)})]
+
+
 def check_mha(student_mha, args, kwargs=None, **options):
     """check_against, with the missing output projection named when the shape gives it away
     ([T, n_heads * d_head] instead of [T, d_model], where the two widths differ)."""
+    options.setdefault("confirm_with", MHA_CONFIRMATIONS)
     try:
         return check_against(student_mha, ref.multi_head_attention, args, kwargs, name="multi_head_attention",
                              diagnoses=MULTI_HEAD_ATTENTION_MISTAKES, allowed=TOOLS, **options)

@@ -49,9 +49,16 @@ FIRST_TOKEN_SHARE_MISTAKES = [
 ]
 
 
+# Rows that sum to 1 make "the mean over all keys" and "row 0" the same number (1/T) on every input: a diagnosis
+# between them is confirmed on weights that do not (the mean of column 0 is defined for any array).
+FIRST_TOKEN_SHARE_CONFIRMATIONS = [((np.random.default_rng(600).uniform(size=(2, 5, 5)),), {}),
+                                   ((np.random.default_rng(601).uniform(size=(3, 4, 4)),), {})]
+
+
 def first_token_share(student_fn):
     rng = np.random.default_rng(60)
-    check = dict(name="first_token_share", diagnoses=FIRST_TOKEN_SHARE_MISTAKES)
+    check = dict(name="first_token_share", diagnoses=FIRST_TOKEN_SHARE_MISTAKES,
+                 confirm_with=FIRST_TOKEN_SHARE_CONFIRMATIONS)
     check_against(student_fn, ref.first_token_share, (causal_weights(rng, 3, 5),), **check)
     check_against(student_fn, ref.first_token_share, (causal_weights(rng, 1, 2),), **check)
     check_against(student_fn, ref.first_token_share, (np.broadcast_to(np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None],
