@@ -722,3 +722,34 @@ def test_perplexity_with_the_softmax_over_the_wrong_axis_is_told_so(check, name)
 def test_a_perplexity_below_one_is_called_impossible(check):
     message = assert_rejected(check, mutant(LESSON, "perplexity", PERPLEXITY_MUTANTS["loss with the sign flipped"]))
     assert "is impossible" in message and "sign" in message, message
+
+
+# ---------------------------------------------------------------- issue 20: self-study that teaches, not tells
+
+def _spellings(correct):
+    """How an explanation could give the answer away."""
+    if isinstance(correct, str):
+        return [f"({correct})", f" {correct})", f"answer {correct}", f"'{correct}'", f'"{correct}"']
+    spelled = {f"{correct:g}", f"{correct:.2f}", f"{correct:.3f}", f"{correct:.2g}"}
+    if float(correct).is_integer():
+        spelled.add(f"layer {int(correct)}")
+    fraction = {1 / 6: "1/6"}.get(correct)
+    return sorted(spelled | ({fraction} if fraction else set()))
+
+
+@pytest.mark.parametrize("name", sorted(hidden.ANSWERS))
+def test_the_explanation_shown_after_a_wrong_try_does_not_give_the_answer_away(name):
+    correct, _ = hidden.ANSWERS[name]
+    explanation = hidden.EXPLANATIONS[name]
+    for spelling in _spellings(correct):
+        assert spelling not in explanation, f"{name}: the explanation names the answer ({spelling!r}): {explanation}"
+
+
+@pytest.mark.parametrize("answer", [1 / 6, 0.16, 0.17, 0.167])
+def test_the_no_preference_share_is_accepted_at_the_precision_the_question_asks(answer):
+    hidden.answer("gpt2_uniform_share", answer)
+
+
+@pytest.mark.parametrize("answer", [0.61, 0.2, 0.15, 0.18])
+def test_the_no_preference_share_rejects_other_readings(answer):
+    assert_rejected(lambda v: hidden.answer("gpt2_uniform_share", v), answer)
