@@ -16,6 +16,7 @@ Weights come from the Q4_1 GGUF that `qkv.fetch` downloads. Matrices are stored 
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import shutil
@@ -27,6 +28,7 @@ from typing import NamedTuple
 import numpy as np
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
+from qkv import model_cache
 from qkv.heads import grouped_query_attention, grouped_query_weights, merge_heads, split_heads
 from qkv.masking import causal_mask
 from qkv.shapes import require
@@ -177,13 +179,46 @@ def forward(model, ids, attention=None, return_weights=False, return_hidden=Fals
     mask: bool [T, T] to use in every layer instead of the causal mask (e.g. a sliding window,
     qkv.sinks.sliding_window_mask). attention_takes_layer=True calls attention(q, k, v, mask, layer)
     with the layer's index 0..n_layers-1, for attention that differs by layer (qkv.sinks.ablate_heads).
+
+    A call that involves nothing but qkv's own model and attention is read back from qkv.model_cache when
+    it was computed before on this machine (the same numbers, byte for byte); any other call computes.
     """
+    ids = _check_ids(ids, model.config)
+    mask = None if mask is None else _check_mask(mask, len(ids))
+    weights_tag = model_cache.reference_call(model, attention, attention_takes_layer)
+    if weights_tag is None:
+        return _forward(model, ids, attention, return_weights, return_hidden, mask, attention_takes_layer)
+    entry = model_cache.key(model, weights_tag, ids, mask, return_weights, return_hidden)
+    if model_cache.mode() != "refresh":
+        stored = model_cache.read(entry, model.config, len(ids), return_weights, return_hidden)
+        if stored is not None:
+            return _forward_of(stored, model.config, return_weights, return_hidden)
+    result = _forward(model, ids, attention, return_weights, return_hidden, mask, attention_takes_layer)
+    model_cache.write(entry, _arrays_of(result))
+    return result
+
+
+def _arrays_of(result):
+    # Forward -> {name: array}, in the order model_cache stores them
+    arrays = {"logits": result.logits}
+    arrays.update({f"weights.{i}": w for i, w in enumerate(result.weights or [])})
+    arrays.update({f"hidden.{i}": h for i, h in enumerate(result.hidden or [])})
+    return arrays
+
+
+def _forward_of(arrays, config, return_weights, return_hidden):
+    weights = [arrays[f"weights.{i}"] for i in range(config.n_layers)] if return_weights else None
+    hidden = [arrays[f"hidden.{i}"] for i in range(config.n_layers + 1)] if return_hidden else None
+    return Forward(logits=arrays["logits"], weights=weights, hidden=hidden)
+
+
+def _forward(model, ids, attention, return_weights, return_hidden, mask, attention_takes_layer):
+    # forward's computation, on checked ids and mask (None: causal)
     config, params = model.config, model.weights
-    ids = _check_ids(ids, config)
     attention = grouped_query_attention if attention is None else attention
     T = len(ids)
     cos, sin = rope_angles(T, config.d_head, config.rope_base)
-    mask = causal_mask(T) if mask is None else _check_mask(mask, T)
+    mask = causal_mask(T) if mask is None else mask
     x = params.token_embedding[ids]                                   # [T, d_model]
     all_weights = [] if return_weights else None
     hidden = [x] if return_hidden else None
@@ -411,7 +446,10 @@ def _load(gguf_path):
             pass
         if cached is None:
             cached = config, tokenizer, arrays
-    return _assemble(*cached)
+    from qkv.fetch import GGUF_SHA256, is_verified
+    # only the verified download's read-only memory maps (model_cache.trust checks they can never be written)
+    return model_cache.trust(_assemble(*cached), f"{GGUF_SHA256}/float32 format {CACHE_FORMAT}") \
+        if is_verified(gguf_path) else _assemble(*cached)
 
 
 def load(path=None):
@@ -521,3 +559,7 @@ def generate_with_cache(model, ids_or_text, n_new, attention_step=None, append_t
     if return_logits:
         return new_ids, np.array(rows).reshape(len(rows), model.config.vocab_size)
     return new_ids
+
+
+# The functions forward runs through, as imported: a notebook that replaces one computes with its own, uncached.
+model_cache.watch(*(importlib.import_module(f"qkv.{name}") for name in ("model", "heads", "attention", "masking", "shapes")))

@@ -1,0 +1,337 @@
+"""SmolLM2's results on inputs that are the same for everyone: computed once per machine, then read back.
+
+The model lessons run SmolLM2 on fixed inputs (lesson 06: 768 tokens of course text under four masks, the seed
+sentence's per-layer weights, the occlusion prompts, a repeated sequence), the same numbers for every student in
+every run. `qkv.model.forward` looks each call up here first and computes only on a miss:
+
+    forward(model, ids, ...)  ->  key = hash(code, weights, BLAS, ids, mask, options)  ->  read(key) or compute
+
+A result is used only when nothing of the caller's is in the computation:
+- the attention is qkv's own (None, or qkv.heads.grouped_query_attention itself) and takes no layer;
+- the weights are the ones `qkv.model.load` returned: the same Weights object, whose arrays are read-only memory
+  maps of the float32 cache (numpy refuses to make them writeable, so nothing can change them in place); a
+  Model built around other arrays, or another config, is not that object;
+- every function of the modules forward runs through (qkv.model, heads, attention, masking, shapes) and of numpy
+  is the one imported with qkv.model: a notebook that replaces one computes with its own.
+The key also hashes the source of those modules (a changed model, or a grading kernel's view that withholds one
+of them, never reads an older result) and the BLAS library, CPU kernel and thread count: OpenBLAS's sgemm rounds
+differently with 1 and 2 threads (measured: |difference| up to 9e-5 on SmolLM2's projections), and the result
+read back must be byte for byte the one this process would compute.
+
+Entries live in `<QKV_CACHE>/results/` (qkv.fetch.cache_dir), one file per key: a JSON header line (key, each
+array's name, dtype and shape, sha256 of the payload), then the raw arrays. An entry that fails any check (header,
+shapes, size, hash) is a miss, never a wrong answer. Entries are written only while filling:
+`python -m qkv.model_cache fill` runs the solution notebooks of CACHED_LESSONS once, so that every later run, and
+every student's kernel, reads their fixed results (`make model` does it; the grader does it once per class, before
+its kernels, which see the cache read-only). Everyday calls only read, so a notebook that times forward passes
+on its own inputs (lesson 07 measures what a KV cache saves) still times the computation, and a student's
+experiments fill no disk.
+
+QKV_RESULT_CACHE: unset or "on" reads; "off" computes everything (the "without cache" of tests and benches,
+`make bench`); "fill" reads and writes what it had to compute; "refresh" computes everything and writes it.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+FORMAT = 1
+MODE_VARIABLE = "QKV_RESULT_CACHE"          # unset/"on", "off", "fill", "refresh"
+MAX_ENTRY_BYTES = 256 << 20                 # a [768, 768] weights run of 30 layers (637 MB) is not worth a file
+MAX_TOTAL_BYTES = int(os.environ.get("QKV_RESULT_CACHE_BYTES", 4 << 30))
+SUFFIX = ".qkvres"
+_MAGIC = b"qkv-model-result\n"
+_HEADER_LIMIT = 1 << 16
+
+_trusted = {}        # id(Weights) -> (Weights, weights tag): what load() returned, checked once
+_watched = {}        # module name -> {attribute: object} as imported, for the modules forward runs through
+_numpy = {}
+_code_digest = None
+_unwritable = set()  # folders a write already failed in (read-only sandbox): not tried again
+
+
+# --------------------------------------------------------------------------- what may be cached
+
+def mode():
+    value = os.environ.get(MODE_VARIABLE, "on").strip().lower()
+    return value if value in ("off", "fill", "refresh") else "on"
+
+
+def results_dir():
+    from qkv.fetch import cache_dir
+    return cache_dir() / "results"
+
+
+def watch(*modules):
+    """Remember the functions of the modules forward runs through, and hash their source (at qkv.model's import)."""
+    global _code_digest
+    digest = hashlib.sha256(f"format {FORMAT}".encode())
+    for module in modules:
+        _watched[module.__name__] = {name: value for name, value in vars(module).items() if callable(value)}
+        digest.update(module.__name__.encode() + b"\0" + Path(module.__file__).read_bytes())
+    _numpy.update({name: value for name, value in vars(np).items() if callable(value)})
+    _code_digest = digest.hexdigest()
+
+
+def trust(model, weights_tag):
+    """Cache `model`'s results from now on, if its arrays can never be written (read-only memory maps)."""
+    arrays = _arrays(model.weights)
+    if all(_never_writeable(array) for array in arrays):
+        _trusted[id(model.weights)] = (model.weights, weights_tag)
+    return model
+
+
+def _arrays(weights):
+    return [weights.token_embedding, weights.final_norm] + [array for layer in weights.layers for array in layer]
+
+
+def _never_writeable(array):
+    if not isinstance(array, np.ndarray) or array.flags.writeable:
+        return False
+    try:
+        array.view().flags.writeable = True   # allowed when some owner of the memory could write it
+    except ValueError:
+        return True
+    return False
+
+
+def _untouched():
+    for name, originals in _watched.items():
+        current = vars(sys.modules[name])
+        if any(current.get(attr) is not value for attr, value in originals.items()):
+            return False
+    current = vars(np)
+    return all(current.get(attr) is value for attr, value in _numpy.items())
+
+
+def reference_call(model, attention, attention_takes_layer):
+    """The weights' tag when this call involves nothing but qkv's own model and attention, else None."""
+    if mode() == "off" or _code_digest is None or attention_takes_layer:
+        return None
+    if attention is not None and attention is not _watched["qkv.heads"].get("grouped_query_attention"):
+        return None
+    trusted = _trusted.get(id(getattr(model, "weights", None)))
+    if trusted is None or trusted[0] is not model.weights:
+        return None
+    if any(array.flags.writeable for array in _arrays(model.weights)) or not _untouched():
+        return None
+    return trusted[1]
+
+
+_blas_controller = []  # threadpoolctl's view of the loaded BLAS libraries: found once (~20 ms), read live (~3 us)
+
+
+def _blas():
+    # [(library, version, CPU kernel, threads)] of every BLAS numpy may call: each one changes the rounding
+    if not _blas_controller:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            return "unknown"
+        _blas_controller.append(ThreadpoolController())
+    return sorted((lib.internal_api, lib.version, lib.architecture, lib.num_threads)
+                  for lib in _blas_controller[0].lib_controllers if lib.user_api == "blas")
+
+
+def key(model, weights_tag, ids, mask, return_weights, return_hidden):
+    """sha256 naming one forward call's result: everything the numbers depend on."""
+    described = {"format": FORMAT, "code": _code_digest, "weights": weights_tag,
+                 "config": dataclasses.asdict(model.config), "numpy": np.__version__, "blas": _blas(),
+                 "return_weights": bool(return_weights), "return_hidden": bool(return_hidden),
+                 "T": len(ids), "mask": None if mask is None else list(mask.shape)}
+    digest = hashlib.sha256(json.dumps(described, sort_keys=True).encode())
+    digest.update(np.ascontiguousarray(ids, dtype=np.int64).tobytes())
+    if mask is not None:
+        digest.update(np.packbits(np.ascontiguousarray(mask, dtype=bool)).tobytes())
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- entries on disk
+
+def _expected(config, T, return_weights, return_hidden):
+    # name -> shape of every array a result of this call holds, in file order
+    shapes = {"logits": (T, config.vocab_size)}
+    if return_weights:
+        shapes.update({f"weights.{i}": (config.n_heads, T, T) for i in range(config.n_layers)})
+    if return_hidden:
+        shapes.update({f"hidden.{i}": (T, config.d_model) for i in range(config.n_layers + 1)})
+    return shapes
+
+
+def read(entry_key, config, T, return_weights, return_hidden, folder=None):
+    """{name: array} of a verified entry, or None (absent, damaged, or not what this call returns)."""
+    path = Path(folder or results_dir()) / (entry_key + SUFFIX)
+    expected = _expected(config, T, return_weights, return_hidden)
+    try:
+        with open(path, "rb") as file:
+            if file.readline(len(_MAGIC) + 1) != _MAGIC:
+                return None
+            header = json.loads(file.readline(_HEADER_LIMIT))
+            listed = [(name, np.dtype(dtype), tuple(shape)) for name, dtype, shape in header["arrays"]]
+            if (header.get("format") != FORMAT or header.get("key") != entry_key
+                    or [(name, shape) for name, _, shape in listed] != list(expected.items())
+                    or any(dtype not in (np.float32, np.float64) for _, dtype, _ in listed)):
+                return None
+            size = sum(int(np.prod(shape)) * dtype.itemsize for _, dtype, shape in listed)
+            if os.fstat(file.fileno()).st_size != file.tell() + size:
+                return None
+            digest, arrays = hashlib.sha256(), {}
+            for name, dtype, shape in listed:
+                array = np.empty(shape, dtype=dtype)
+                view = memoryview(array).cast("B")
+                if file.readinto(view) != len(view):
+                    return None
+                digest.update(view)
+                arrays[name] = array
+        if digest.hexdigest() != header.get("sha256"):
+            return None
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    with contextlib.suppress(OSError):  # recently used entries are evicted last
+        os.utime(path)
+    return arrays
+
+
+def write(entry_key, arrays, folder=None):
+    """Store {name: array} under `entry_key` while filling, where the folder is writable; True when stored."""
+    if mode() not in ("fill", "refresh"):
+        return False
+    folder = Path(folder or results_dir())
+    arrays = {name: np.ascontiguousarray(array) for name, array in arrays.items()}
+    size = sum(array.nbytes for array in arrays.values())
+    if size > MAX_ENTRY_BYTES or str(folder) in _unwritable:
+        return False
+    digest = hashlib.sha256()
+    for array in arrays.values():
+        digest.update(memoryview(array).cast("B"))
+    header = {"format": FORMAT, "key": entry_key, "sha256": digest.hexdigest(),
+              "arrays": [[name, array.dtype.str, list(array.shape)] for name, array in arrays.items()]}
+    scratch = None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _evict(folder, MAX_TOTAL_BYTES - size)
+        handle, scratch = tempfile.mkstemp(dir=folder, prefix=".partial-")
+        with os.fdopen(handle, "wb") as file:
+            file.write(_MAGIC + json.dumps(header).encode() + b"\n")
+            for array in arrays.values():
+                file.write(memoryview(array).cast("B"))
+        os.chmod(scratch, 0o644)
+        os.replace(scratch, folder / (entry_key + SUFFIX))  # atomic: a reader sees the whole entry or none
+        return True
+    except OSError:
+        _unwritable.add(str(folder))
+        if scratch:
+            with contextlib.suppress(OSError):
+                os.unlink(scratch)
+        return False
+
+
+def _evict(folder, budget):
+    entries = sorted(folder.glob("*" + SUFFIX), key=lambda p: p.stat().st_mtime)
+    total = sum(p.stat().st_size for p in entries)
+    while entries and total > budget:
+        oldest = entries.pop(0)
+        total -= oldest.stat().st_size
+        oldest.unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------- filling it once
+
+# Lessons whose notebooks run the model on fixed inputs and time none of those runs. Not lesson 07: it times
+# forward passes to show what a KV cache saves, and a result read back would make that measurement a lie.
+CACHED_LESSONS = ("05-heads", "06-sinks")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def fill(lessons=CACHED_LESSONS, blas_threads=None, root=ROOT, timeout=900):
+    """Run each lesson's solution notebook once, so its fixed model results land in the cache; returns the
+    lessons run. A lesson already filled with this very notebook, code, weights and thread count is skipped
+    (a stamp in the results folder). blas_threads: the kernel's (default: what qkv.threads chooses now)."""
+    from qkv import threads
+    folder = results_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    blas_threads = int(blas_threads or os.environ.get("OPENBLAS_NUM_THREADS") or threads.usable_cpus())
+    ran = []
+    for lesson in lessons:
+        notebook = root / "solutions" / lesson / f"{lesson}.ipynb"
+        if lesson not in CACHED_LESSONS or not notebook.is_file():
+            continue
+        stamp = folder / f"filled-{lesson}.json"
+        identity = {"notebook": hashlib.sha256(notebook.read_bytes()).hexdigest(), "code": _code_digest,
+                    "threads": blas_threads, "numpy": np.__version__, "blas": [list(blas[:3]) for blas in _blas()]}
+        with _locked(folder / f".fill-{lesson}.lock"):
+            with contextlib.suppress(OSError, ValueError):
+                if json.loads(stamp.read_text()) == identity:
+                    continue
+            run_notebook(notebook, root, {"OPENBLAS_NUM_THREADS": str(blas_threads), MODE_VARIABLE: "fill"}, timeout)
+            stamp.write_text(json.dumps(identity))
+            ran.append(lesson)
+    return ran
+
+
+@contextlib.contextmanager
+def _locked(path):
+    # two grading workers warming up at once: the second waits, then finds the stamp
+    import fcntl
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def run_notebook(path, root=ROOT, env=None, timeout=900):
+    """Execute a notebook as nbgrader does (its folder, autograde/ importable); returns it with its outputs."""
+    import nbformat
+    from nbclient import NotebookClient
+    from jupyter_client.manager import KernelManager
+
+    notebook = nbformat.read(str(path), as_version=4)
+    kernel_env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [str(Path(root) / "autograde"), os.environ.get("PYTHONPATH")])), MPLBACKEND="Agg", **(env or {}))
+    manager = KernelManager(kernel_name="python3")
+    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", km=manager,
+                            resources={"metadata": {"path": str(Path(path).parent)}})
+    with _environment(kernel_env):  # the kernel inherits this process's environment
+        client.execute()
+    return notebook
+
+
+@contextlib.contextmanager
+def _environment(values):
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] != ["fill"]:
+        print("usage: python -m qkv.model_cache fill [LESSON ...]", file=sys.stderr)
+        return 2
+    try:
+        ran = fill(tuple(argv[1:]) or CACHED_LESSONS)
+    except Exception as error:  # the lessons still run, computing what the cache would have held
+        print(f"qkv.model_cache: could not fill {results_dir()} ({type(error).__name__}: {error}); the model "
+              f"lessons will compute their results on every run", file=sys.stderr)
+        return 0
+    print(f"model results cached in {results_dir()}: ran {', '.join(ran) or 'nothing (already filled)'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,309 @@
+"""qkv.model_cache: SmolLM2's results on fixed inputs are read back only when nothing of the caller's is in them.
+
+A hit returns, byte for byte, what forward would compute; a student's attention, changed or rebound weights, a
+replaced function, a damaged entry or a thread count it was not computed with all compute instead.
+The model must already be fetched (`make model`).
+"""
+import dataclasses
+import functools
+import os
+import time
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+import threadpoolctl
+
+from qkv import model as M
+from qkv import model_cache
+from qkv.heads import grouped_query_attention
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPT = "The capital of France is"
+
+
+@pytest.fixture(scope="module")
+def smol():
+    return M.load()
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    """An empty results folder being filled, and a log of every read (None: a miss) and write."""
+    folder = tmp_path / "results"
+    monkeypatch.setattr(model_cache, "results_dir", lambda: folder)
+    monkeypatch.setenv(model_cache.MODE_VARIABLE, "fill")
+    log = []
+    read, write = model_cache.read, model_cache.write
+
+    def logged_read(*args, **kwargs):
+        found = read(*args, **kwargs)
+        log.append(("hit" if found is not None else "miss", args[0]))
+        return found
+
+    def logged_write(*args, **kwargs):
+        log.append(("write", args[0]))
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(model_cache, "read", logged_read)
+    monkeypatch.setattr(model_cache, "write", logged_write)
+    return folder, log
+
+
+def same_forward(a, b):
+    def same(x, y):
+        return x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y)
+    return (same(a.logits, b.logits)
+            and (a.weights is None) == (b.weights is None) and all(map(same, a.weights or [], b.weights or []))
+            and (a.hidden is None) == (b.hidden is None) and all(map(same, a.hidden or [], b.hidden or [])))
+
+
+def kinds(log):
+    return [kind for kind, _ in log]
+
+
+# --------------------------------------------------------------------------- hits and misses
+
+def test_the_second_identical_call_is_read_back_byte_for_byte(smol, results):
+    folder, log = results
+    ids = M.encode(smol, PROMPT)
+    computed = M.forward(smol, ids, return_weights=True, return_hidden=True)
+    assert kinds(log) == ["miss", "write"] and len(list(folder.glob("*.qkvres"))) == 1
+    read_back = M.forward(smol, ids, return_weights=True, return_hidden=True)
+    assert kinds(log) == ["miss", "write", "hit"]
+    assert same_forward(computed, read_back)
+    read_back.logits[0, 0] = 1.0  # a result read back is the caller's own array, like a computed one
+    assert same_forward(computed, M.forward(smol, ids, return_weights=True, return_hidden=True))
+
+
+def test_ids_mask_and_every_option_are_part_of_the_key(smol, results):
+    folder, log = results
+    ids = M.encode(smol, PROMPT)
+    T = len(ids)
+    window = np.tril(np.ones((T, T), dtype=bool)) & ~np.tril(np.ones((T, T), dtype=bool), -3)
+    calls = [dict(), dict(return_weights=True), dict(return_hidden=True), dict(mask=window),
+             dict(mask=np.tril(np.ones((T, T), dtype=bool)))]
+    for kwargs in calls:
+        M.forward(smol, ids, **kwargs)
+    M.forward(smol, ids[:-1])
+    assert kinds(log).count("miss") == len(calls) + 1 and "hit" not in kinds(log)
+    assert len(set(key for _, key in log)) == len(calls) + 1
+    assert same_forward(M.forward(smol, ids, mask=window), M._forward(smol, np.array(ids), None, False, False,
+                                                                     window, False))
+
+
+def test_a_different_blas_thread_count_is_a_different_entry(smol, results):
+    # OpenBLAS's sgemm rounds differently with 1 and 2 threads: a result is only read at the count it was made with
+    folder, log = results
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: there is no second thread count")
+    ids = M.encode(smol, PROMPT)
+    with threadpoolctl.threadpool_limits(1, "blas"):
+        M.forward(smol, ids)
+    with threadpoolctl.threadpool_limits(2, "blas"):
+        M.forward(smol, ids)
+    assert kinds(log) == ["miss", "write", "miss", "write"] and log[0][1] != log[2][1]
+
+
+def test_everyday_calls_only_read_off_computes_everything_and_refresh_rewrites(smol, results, monkeypatch):
+    folder, log = results
+    ids = M.encode(smol, PROMPT)
+    monkeypatch.delenv(model_cache.MODE_VARIABLE)   # a student's kernel, a timing: reads, never writes
+    M.forward(smol, ids)
+    assert kinds(log) == ["miss", "write"] and not folder.exists()
+    log.clear()
+    monkeypatch.setenv(model_cache.MODE_VARIABLE, "off")
+    M.forward(smol, ids)
+    assert log == [] and not folder.exists()
+    monkeypatch.setenv(model_cache.MODE_VARIABLE, "refresh")
+    M.forward(smol, ids)
+    M.forward(smol, ids)
+    assert kinds(log) == ["write", "write"]
+
+
+def test_a_read_only_cache_still_computes(smol, monkeypatch, tmp_path):
+    blocked = tmp_path / "a file"
+    blocked.write_text("not a folder")
+    monkeypatch.setattr(model_cache, "results_dir", lambda: blocked / "results")
+    ids = M.encode(smol, PROMPT)
+    assert same_forward(M.forward(smol, ids), M._forward(smol, np.array(ids), None, False, False, None, False))
+
+
+# --------------------------------------------------------------------------- nothing of the student's
+
+def test_a_students_attention_is_never_answered_from_the_cache(smol, results):
+    folder, log = results
+    ids = M.encode(smol, PROMPT)
+    M.forward(smol, ids)
+    M.forward(smol, ids, attention=grouped_query_attention)  # qkv's own, passed by name: a hit
+    assert kinds(log) == ["miss", "write", "hit"]
+    log.clear()
+
+    def mine(q, k, v, mask):  # the same numbers, but the student's function
+        return grouped_query_attention(q, k, v, mask)
+
+    def off_by_a_bit(q, k, v, mask):
+        return grouped_query_attention(q, k, v, mask) * np.float32(1.001)
+
+    for attention in (mine, functools.partial(grouped_query_attention), off_by_a_bit):
+        M.forward(smol, ids, attention=attention)
+    M.forward(smol, ids, attention=lambda q, k, v, mask, layer: grouped_query_attention(q, k, v, mask),
+              attention_takes_layer=True)
+    assert log == []
+    reference = M.forward(smol, ids).logits
+    assert not np.array_equal(M.forward(smol, ids, attention=off_by_a_bit).logits, reference)
+
+
+def test_the_weights_cannot_be_changed_in_place(smol):
+    layer = smol.weights.layers[0]
+    for array in (layer.W_q, smol.weights.token_embedding, smol.weights.final_norm):
+        with pytest.raises(ValueError):
+            array[0] = 0.0
+        with pytest.raises(ValueError):
+            array.flags.writeable = True
+        with pytest.raises(ValueError):
+            array.view().flags.writeable = True
+        with pytest.raises(ValueError):
+            np.asarray(array).setflags(write=True)
+
+
+def test_rebound_weights_or_config_are_not_the_loaded_model(smol, results):
+    folder, log = results
+    ids = M.encode(smol, PROMPT)
+    cached = M.forward(smol, ids).logits
+    log.clear()
+    w = smol.weights
+    doubled = smol._replace(weights=w._replace(final_norm=w.final_norm * 2))
+    copied = smol._replace(weights=w._replace(token_embedding=np.array(w.token_embedding)))
+    zeroed_head = np.array(w.layers[3].W_o)
+    zeroed_head[:64] = 0
+    ablated = smol._replace(weights=w._replace(layers=(*w.layers[:3], w.layers[3]._replace(W_o=zeroed_head),
+                                                       *w.layers[4:])))
+    for rebound in (doubled, copied, ablated):
+        M.forward(rebound, ids)
+    assert log == []
+    assert not np.array_equal(M.forward(doubled, ids).logits, cached)
+    assert not np.array_equal(M.forward(ablated, ids).logits, cached)
+    # another config with the loaded weights is another computation, under its own key
+    other = smol._replace(config=dataclasses.replace(smol.config, rms_eps=1e-3))
+    assert not np.array_equal(M.forward(other, ids).logits, cached)
+    assert kinds(log) == ["miss", "write"]
+
+
+def test_a_replaced_function_on_the_path_computes_with_it(smol, results, monkeypatch):
+    folder, log = results
+    ids = M.encode(smol, PROMPT)
+    cached = M.forward(smol, ids).logits
+    log.clear()
+    monkeypatch.setattr(M, "swiglu_mlp", lambda x, W_gate, W_up, W_down: np.zeros_like(x))
+    assert not np.array_equal(M.forward(smol, ids).logits, cached)
+    monkeypatch.undo()
+    # a wrapper that changes no number still is not the library's function: the call computes
+    import qkv.heads
+    for module, name in ((qkv.heads, "repeat_kv_heads"), (M, "rms_norm"), (np, "tanh")):
+        original = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *args, original=original, **kwargs: original(*args, **kwargs))
+        M.forward(smol, ids, return_weights=True)
+        monkeypatch.undo()
+    assert log == []
+
+
+def test_a_replaced_forward_gets_no_cached_result(smol, results, monkeypatch):
+    from qkv.sinks import next_token_logprob
+    folder, log = results
+    ids = M.encode(smol, PROMPT)
+    target = int(np.argmax(M.forward(smol, ids).logits[-1]))
+    honest = next_token_logprob(smol, target, ids)
+    log.clear()
+
+    def my_forward(model, ids, attention=None, **kwargs):  # what a student might write: their own model
+        out = M._forward(model, np.asarray(ids), attention, False, False, None, False)
+        return M.Forward(logits=out.logits * 2, weights=None)
+
+    monkeypatch.setattr(M, "forward", my_forward)
+    assert next_token_logprob(smol, target, ids) != honest
+    assert log == []
+
+
+# --------------------------------------------------------------------------- damaged entries
+
+def damage(path, how):
+    data = bytearray(path.read_bytes())
+    if how == "flip a payload byte":
+        data[-5] ^= 0x40
+    elif how == "truncate":
+        data = data[:-4]
+    elif how == "garbage header":
+        data[len(model_cache._MAGIC) + 2] = ord("#")
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("how", ["flip a payload byte", "truncate", "garbage header"])
+def test_a_damaged_entry_is_a_miss_never_a_wrong_answer(smol, results, how):
+    folder, log = results
+    ids = M.encode(smol, PROMPT)
+    computed = M.forward(smol, ids, return_weights=True)
+    (entry,) = folder.glob("*.qkvres")
+    damage(entry, how)
+    log.clear()
+    again = M.forward(smol, ids, return_weights=True)
+    assert kinds(log) == ["miss", "write"] and same_forward(computed, again)
+    log.clear()
+    M.forward(smol, ids, return_weights=True)  # the entry was written again, whole
+    assert kinds(log) == ["hit"]
+
+
+def test_an_entry_under_another_name_is_a_miss(smol, results):
+    folder, log = results
+    ids = M.encode(smol, PROMPT)
+    M.forward(smol, ids)
+    other_ids = M.encode(smol, "The capital of Spain is")
+    expected_key = model_cache.key(smol, model_cache.reference_call(smol, None, False), np.array(other_ids), None,
+                                   False, False)
+    (entry,) = folder.glob("*.qkvres")
+    entry.rename(folder / (expected_key + model_cache.SUFFIX))  # right shapes, another call's numbers
+    log.clear()
+    assert same_forward(M.forward(smol, other_ids),
+                        M._forward(smol, np.array(other_ids), None, False, False, None, False))
+    assert kinds(log)[0] == "miss"
+
+
+# --------------------------------------------------------------------------- lesson 06, end to end
+
+def run_lesson(cache_folder, mode):
+    """Lesson 06's solution notebook with the results cache in `cache_folder`; returns (notebook, seconds)."""
+    from nbclient import NotebookClient
+    path = ROOT / "solutions" / "06-sinks" / "06-sinks.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    # the notebook prints its own timings; the same clock (always 0) in both runs leaves only the numbers
+    notebook.cells.insert(0, nbformat.v4.new_code_cell("import time\ntime.perf_counter = lambda: 0.0"))
+    env = {"QKV_CACHE": str(cache_folder), model_cache.MODE_VARIABLE: mode, "OPENBLAS_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "autograde"), os.environ.get("PYTHONPATH")]))}
+    client = NotebookClient(notebook, timeout=900, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    with model_cache._environment(dict(os.environ, **env)):
+        started = time.perf_counter()
+        client.execute()
+    return notebook, time.perf_counter() - started
+
+
+def outputs(notebook):
+    return [[{key: value for key, value in output.items() if key != "execution_count"} for output in cell.outputs]
+            for cell in notebook.cells if cell.cell_type == "code"]
+
+
+def test_lesson_06_gives_identical_outputs_with_and_without_the_cache(tmp_path):
+    from qkv import fetch
+    real = fetch.cache_dir()
+    cache = tmp_path / "qkv"
+    cache.mkdir()
+    for name in (fetch.GGUF_NAME, fetch.GGUF_NAME + ".verified"):  # the model itself, from the real cache
+        (cache / name).symlink_to(real / name)
+    computed, computed_seconds = run_lesson(cache, "refresh")        # computes every result, and stores it
+    entries = {p.name: p.stat().st_ino for p in (cache / "results").glob("*.qkvres")}
+    read_back, read_seconds = run_lesson(cache, "on")
+    print(f"lesson 06 solution notebook, 1 BLAS thread: {computed_seconds:.1f} s computing, "
+          f"{read_seconds:.1f} s with the cache ({len(entries)} results)")
+    assert entries and {p.name: p.stat().st_ino for p in (cache / "results").glob("*.qkvres")} == entries
+    assert outputs(read_back) == outputs(computed)
