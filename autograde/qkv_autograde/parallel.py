@@ -55,6 +55,7 @@ def warm_up(lesson, settings=None):
     """Everything a worker can do once for all the submissions of `lesson`."""
     if lesson in _warm:
         return os.getpid()
+    blas_threads = share_blas_threads()
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot  # noqa: F401
@@ -66,9 +67,35 @@ def warm_up(lesson, settings=None):
     if uses_model(lesson):  # lessons that check the student's attention inside SmolLM2, here
         from qkv import model
         model.load()
+        fill_model_results(lesson, blas_threads)
     kernel_template(lesson, _memory_limit(settings))
     _warm.add(lesson)
     return os.getpid()
+
+
+def share_blas_threads():
+    """This worker's share of the machine's free CPUs as BLAS threads (qkv.threads), for itself and, through the
+    environment the sandbox passes on, for its kernels; returns the count (None: the instructor chose one).
+    QKV_WORKERS, unless the grader set it: one worker per CPU, as grade_class starts them by default."""
+    from qkv import threads
+    if any(os.environ.get(name) for name in threads.THREAD_VARIABLES):
+        return None
+    os.environ.setdefault(threads.WORKERS_VARIABLE, str(len(os.sched_getaffinity(0))))
+    count = threads.match_blas_threads()
+    if count is not None:
+        os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(count)
+    return count
+
+
+def fill_model_results(lesson, blas_threads):
+    """Once per class (per machine, in truth: a stamp remembers it), run the lesson's solution notebook so the
+    model results every submission recomputes on the same inputs are in qkv.model_cache, at the thread count
+    the kernels use (the rounding depends on it). Kernels read them from the read-only cache."""
+    from qkv import model_cache
+    try:
+        model_cache.fill((lesson,), blas_threads=blas_threads)
+    except Exception as error:  # no cache only means every kernel computes, as before
+        logging.getLogger("qkv_autograde").warning("qkv grader: could not fill the model results cache (%s)", error)
 
 
 def _cpu_seconds():
