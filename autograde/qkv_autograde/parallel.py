@@ -90,8 +90,11 @@ def share_blas_threads():
 def fill_model_results(lesson, blas_threads):
     """Once per class (per machine, in truth: a stamp remembers it), run the lesson's solution notebook so the
     model results every submission recomputes on the same inputs are in qkv.model_cache, at the thread count
-    the kernels use (the rounding depends on it). Kernels read them from the read-only cache."""
+    the kernels use (the rounding depends on it). Kernels read them from the read-only cache; in the worker,
+    what the hidden tests compute with qkv's own model and attention is stored as it goes."""
     from qkv import model_cache
+    # the worker's own reference forwards (a hidden test's prompts) are stored too; its kernels cannot write
+    os.environ.setdefault(model_cache.MODE_VARIABLE, "fill")
     try:
         model_cache.fill((lesson,), blas_threads=blas_threads)
     except Exception as error:  # no cache only means every kernel computes, as before
