@@ -8,7 +8,7 @@ export PATH := $(BIN):$(PATH)
 export MPLBACKEND ?= Agg
 LESSONS := $(sort $(notdir $(wildcard solutions/[0-9]*)))
 
-.PHONY: install model lab lab-instructor binder-check test browser sandbox release grade bench clean-class
+.PHONY: install model lab lab-instructor binder-check test browser sandbox release grade exchange bench clean-class
 
 # Versions come from environment.yml only: its pip section is the requirements list.
 $(VENV)/.installed: environment.yml source_lib/pyproject.toml
@@ -72,6 +72,17 @@ grade: install
 	@test -n "$(LESSON)" || { echo "usage: make grade LESSON=01-lookup [SUBMISSIONS=...] [JOBS=n] [SCHEDULER=...]"; exit 2; }
 	cd autograde && $(PY) -m qkv_autograde $(LESSON) $(if $(SUBMISSIONS),--submissions "$(abspath $(SUBMISSIONS))") \
 	  $(if $(JOBS),--jobs $(JOBS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(FORCE),--force)
+
+# nbgrader's exchange, for a class that hands in through JupyterHub's Assignments tab instead of an LMS: one folder
+# every student can write to, the sticky bit so nobody removes another's files (nbgrader's own set-up advice).
+# Both sides read QKV_EXCHANGE (autograde/nbgrader_config.py, jupyter/exchange/nbgrader_config.py).
+QKV_EXCHANGE ?= /srv/nbgrader/exchange
+export QKV_EXCHANGE
+exchange:
+	@mkdir -p "$(QKV_EXCHANGE)" 2>/dev/null && chmod 1777 "$(QKV_EXCHANGE)" 2>/dev/null || { \
+	  echo "Could not make $(QKV_EXCHANGE) writable by everyone: run as root (sudo make exchange), or choose another"; \
+	  echo "folder with QKV_EXCHANGE=/path (then export the same QKV_EXCHANGE for the students' servers)."; exit 1; }
+	@echo "exchange: $(QKV_EXCHANGE) is ready; release with: cd autograde && nbgrader release_assignment 01-lookup"
 
 # notebooks/ is generated from solutions/ by nbgrader; never edit it by hand
 release: $(VENV)/.installed

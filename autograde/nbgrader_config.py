@@ -20,6 +20,9 @@ sys.path.insert(0, HERE)
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, os.environ.get("PYTHONPATH")) if p)
 
 c.CourseDirectory.course_id = "qkv"
+# nbgrader's exchange (release_assignment -> fetch -> submit -> collect): the folder `make exchange` makes, the same
+# default as nbgrader's own; jupyter/exchange/nbgrader_config.py gives the students' side the same setting.
+c.Exchange.root = os.environ.get("QKV_EXCHANGE", "/srv/nbgrader/exchange")
 c.CourseDirectory.root = HERE
 c.CourseDirectory.source_directory = os.path.join("..", "solutions")
 c.CourseDirectory.release_directory = os.path.join("..", "notebooks")

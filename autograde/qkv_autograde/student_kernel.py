@@ -20,6 +20,8 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from qkv import wire
 
+from .verdicts import TEXT_LIMIT
+
 
 class KernelDied(RuntimeError):
     pass
@@ -29,41 +31,80 @@ class StudentException(Exception):
     """An exception raised by student code in the kernel, re-created here under the student's type name."""
 
 
+# the builtin exceptions a student's error may be re-created as, looked up in this table (never by getattr)
+BUILTIN_EXCEPTIONS = {name: kind for name, kind in vars(builtins).items()
+                      if isinstance(kind, type) and issubclass(kind, Exception)}
+STUDENT_TYPES_KEPT = 256  # classes made for the students' own exception names; past that, their name is in the message
 _student_types = {}
 
 
 def student_exception(description):
-    """The exception to raise in the grader for an error the student's code raised in the kernel."""
-    name, message = str(description.get("type", "Exception")), str(description.get("message", ""))
-    builtin = getattr(builtins, name, None) if description.get("builtin") else None
-    if isinstance(builtin, type) and issubclass(builtin, Exception):
+    """The exception to raise in the grader for an error the student's code raised in the kernel (a description
+    wire.parse_answer has checked: bounded strings)."""
+    name = str(description.get("type", "Exception"))[:wire.ERROR_CHARS["type"]]
+    message = str(description.get("message", ""))[:wire.ERROR_CHARS["message"]]
+    builtin = BUILTIN_EXCEPTIONS.get(name) if description.get("builtin") is True else None
+    if builtin is not None:
         try:
             error = builtin(message)
         except Exception:
             error = StudentException(message)
+    elif not name.isidentifier():
+        error = StudentException(message)
+    elif name in _student_types or len(_student_types) < STUDENT_TYPES_KEPT:
+        error = _student_types.setdefault(name, type(name, (StudentException,), {}))(message)
     else:
-        kind = _student_types.setdefault(name, type(name if name.isidentifier() else "StudentException",
-                                                    (StudentException,), {}))
-        error = kind(message)
-    error.where_in_student_code = str(description.get("where", ""))
+        error = StudentException(f"{name}: {message}")
+    error.where_in_student_code = str(description.get("where", ""))[:wire.ERROR_CHARS["where"]]
     return error
 
 
+def output_size(content):
+    """Characters an output message adds (its text, data and traceback), counted without copying 40 MiB of it."""
+    size = 0
+    for key in ("text", "ename", "evalue"):
+        size += len(content[key]) if isinstance(content.get(key), str) else 0
+    data = content.get("data")
+    for value in (data.values() if isinstance(data, dict) else ()):
+        size += len(value) if isinstance(value, str) else len(json.dumps(value, default=str))
+    traceback = content.get("traceback")
+    size += sum(len(str(line)) for line in traceback) if isinstance(traceback, list) else 0
+    return size
+
+
 class BoundedOutputClient(NotebookClient):
-    """nbclient with a cap on what one cell may print: a print loop must not fill the grader's memory."""
+    """nbclient with a cap on what one cell may print, applied as each message arrives: a print loop must not fill
+    the grader's memory.
+
+    During a call from a test (`answer_chars` set) the kernel's answer, the wire's MIME type, has a budget of its own
+    (wire.REPLY_LIMITS); an answer past it is dropped on arrival and `answer_refused` says how big it was.
+    """
 
     def __init__(self, nb, output_bytes, **kw):
         super().__init__(nb, **kw)
         self.output_bytes = output_bytes
         self.truncated_cells = set()
         self._sizes = {}
+        self.answer_chars = None     # set by StudentKernel.request for the length of one call
+        self.answer_refused = None   # characters of an answer (or of all answers) over answer_chars
+        self.call_truncated = False  # the call printed more than output_bytes
 
     def output(self, outs, msg, display_id, cell_index):
-        size = len(json.dumps(msg.get("content", {}), default=str))
-        used = self._sizes.get(cell_index, 0) + size
+        content = msg.get("content", {})
+        data = content.get("data")
+        if self.answer_chars is not None and isinstance(data, dict) and wire.MIME in data:
+            return self._answer(outs, msg, display_id, cell_index, data)
+        before = self._sizes.get(cell_index, 0)
+        used = before + output_size(content)
         self._sizes[cell_index] = used
+        if used > self.output_bytes and before < self.output_bytes and isinstance(content.get("text"), str):
+            # the start of a long print is kept, up to the cap
+            msg = {**msg, "content": {**content, "text": content["text"][:self.output_bytes - before]}}
+            super().output(outs, msg, display_id, cell_index)
         if used > self.output_bytes:
-            if cell_index not in self.truncated_cells:
+            if self.answer_chars is not None:
+                self.call_truncated = True
+            elif cell_index not in self.truncated_cells:
                 self.truncated_cells.add(cell_index)
                 outs.append(nbformat.v4.new_output(
                     "stream", name="stdout",
@@ -72,8 +113,17 @@ class BoundedOutputClient(NotebookClient):
             return None
         return super().output(outs, msg, display_id, cell_index)
 
+    def _answer(self, outs, msg, display_id, cell_index, data):
+        used = self._sizes.get(("answer", cell_index), 0) + output_size(msg.get("content", {}))
+        self._sizes[("answer", cell_index)] = used
+        if used > self.answer_chars or not isinstance(data[wire.MIME], str):
+            self.answer_refused = used
+            return None
+        return super().output(outs, msg, display_id, cell_index)
+
     def forget_output_size(self, cell_index):
         self._sizes.pop(cell_index, None)
+        self._sizes.pop(("answer", cell_index), None)
 
 
 class StudentKernel:
@@ -82,12 +132,13 @@ class StudentKernel:
     RPC_INDEX = -1  # a scratch cell: calls are not cells of the notebook
 
     def __init__(self, make_kernel_manager, budget_seconds=600, cell_seconds=300, call_seconds=60,
-                 output_bytes=1 << 20, call_output_bytes=64 << 20, startup_seconds=120, log=None, preamble=""):
+                 output_bytes=1 << 20, call_output_bytes=64 << 10, startup_seconds=120, log=None, preamble=""):
         self.make_kernel_manager = make_kernel_manager
         self.preamble = preamble    # grader's set-up run in every fresh kernel before the notebook's cells
         self.deadline = time.monotonic() + budget_seconds
         self.budget_seconds = budget_seconds
         self.cell_seconds, self.call_seconds, self.startup_seconds = cell_seconds, call_seconds, startup_seconds
+        # what one call may print (more is dropped as it arrives: a test cell shows TEXT_LIMIT characters anyway)
         self.output_bytes, self.call_output_bytes = output_bytes, call_output_bytes
         self.log = log
         self.events = []            # (anomaly name, detail) for the report
@@ -95,6 +146,7 @@ class StudentKernel:
         self.client = None
         self.generation = 0         # bumped at each restart: handles from an older kernel are gone
         self.kernel_cpu_seconds = 0.0  # the sandbox's processes are not our waited-for children: counted by hand
+        self.refused_replies = 0    # answers wire refused: a test cell that received one fails (verdicts.py)
 
     # ------------------------------------------------------------ life cycle
 
@@ -211,48 +263,74 @@ class StudentKernel:
         """Send one qkv.wire request; the decoded answer dict, or raise TimeoutError / KernelDied."""
         scratch = _code_cell(
             f"__import__('qkv.wire', fromlist=['serve']).serve({json.dumps(payload)!r}, globals())")
-        previous = self.client.output_bytes
-        self.client.output_bytes = self.call_output_bytes
+        what = (f"a call to {str(payload.get('target'))[:wire.NAME_CHARS]}" if payload.get("op") == "call"
+                else f"reading {str(payload.get('name'))[:wire.NAME_CHARS]}")
+        client = self.client
+        previous = client.output_bytes
+        client.output_bytes, client.answer_chars = self.call_output_bytes, wire.REPLY_LIMITS.text_chars
+        client.answer_refused, client.call_truncated = None, False
         try:
             status, limit = self._execute(scratch, self.RPC_INDEX, self.call_seconds, store_history=False)
         finally:
-            self.client.output_bytes = previous
+            client.output_bytes, client.answer_chars = previous, None
         if status == "budget":
             raise TimeoutError(f"not run: the notebook used its whole grading time budget ({self.budget_seconds:.0f} s)")
         if status == "timeout":
-            self.events.append(("timeout", f"a call to {payload.get('target') or payload.get('name')} "
-                                           f"stopped after {limit:.0f} s"))
+            self.events.append(("timeout", f"{what} stopped after {limit:.0f} s"))
             self.restart("after a call that did not return")
             raise TimeoutError(f"did not return within {limit:.0f} s; the grader stopped it and restarted the kernel")
         if status == "died":
-            self.events.append(("kernel died", f"during a call to {payload.get('target') or payload.get('name')}"))
+            self.events.append(("kernel died", f"during {what}"))
             self.restart("after it died during a call")
             raise KernelDied("the kernel died during this call (the memory limit, os._exit or a crash); "
                              "the grader restarted it")
         printed = "".join(o.get("text", "") for o in scratch.outputs if o.get("output_type") == "stream")
+        if client.call_truncated:
+            limit = f"{self.call_output_bytes // 1024} KiB"
+            self._note_event("output truncated", f"{what} printed more than {limit}; the rest was dropped")
+            printed += f"\n[output truncated by the grader: this call printed more than {limit}]\n"
+        if client.answer_refused is not None:
+            raise self._refused(wire.OversizedReply(f"an answer of {client.answer_refused >> 20} MiB (at most "
+                                                    f"{wire.REPLY_LIMITS.text_chars >> 20} MiB), dropped on arrival"),
+                                what)
         answers = [o["data"][wire.MIME] for o in scratch.outputs
                    if o.get("output_type") == "display_data" and wire.MIME in o.get("data", {})]
         if not answers:
             errors = [f"{o.get('ename')}: {o.get('evalue')}" for o in scratch.outputs if o.get("output_type") == "error"]
             raise KernelDied("the kernel did not answer the grader's call"
-                             + (f" ({errors[-1]})" if errors else "") + "; was qkv or IPython changed by the notebook?")
+                             + (f" ({errors[-1][:500]})" if errors else "") + "; was qkv or IPython changed by the notebook?")
         try:
-            answer = json.loads(answers[-1])
-        except (ValueError, TypeError, RecursionError):
-            raise KernelDied("the kernel's answer could not be read") from None
+            answer = wire.parse_answer(answers[-1])
+        except wire.ReplyRefused as error:
+            raise self._refused(error, what) from None
         answer["printed"] = printed
+        answer["what"] = what
         return answer
 
-    def decode(self, plain):
+    def decode(self, plain, what="a reply"):
+        """The value of an answer: data and stand-ins only (wire.decode_reply); a refused one is named and raised."""
         generation = self.generation
-        return wire._from_plain(plain, lambda handle: _stand_in(self, handle, generation))
+        try:
+            return wire.decode_reply(plain, lambda handle: _stand_in(self, handle, generation))
+        except wire.ReplyRefused as error:
+            raise self._refused(error, what) from None
+
+    def _refused(self, error, what):
+        """Count and name a refused answer for the report; the error, for the caller to raise."""
+        self.refused_replies += 1
+        self._note_event(error.anomaly, f"{what}: {error}")
+        return error
+
+    def _note_event(self, name, detail):
+        if (name, detail) not in self.events:  # a loop of calls printing or answering the same way: one entry
+            self.events.append((name, detail))
 
     def get(self, name):
         """A global of the notebook: plain data, a RemoteFunction, a RemoteObject, or KeyError if undefined."""
         answer = self.request({"op": "get", "name": name})
         if "missing" in answer:
             raise KeyError(name)
-        return self.decode(answer["value"])
+        return self.decode(answer["value"], answer["what"])
 
 
 def process_tree(root):
@@ -308,7 +386,8 @@ class RemoteFunction:
         self._generation = kernel.generation if generation is None else generation
         self.__name__ = self.__qualname__ = str(name)
         self.__module__ = module if isinstance(module, str) and module else "__main__"
-        self.printed = ""
+        self.printed = ""  # at most TEXT_LIMIT characters, all a test cell shows
+        self.printed_truncated = False
         self.last_call = {}
 
     def __repr__(self):
@@ -331,13 +410,19 @@ class RemoteFunction:
         answer = self._kernel.request({"op": "call", "target": self._target, "measure": bool(measure),
                                        "args": json.loads(wire.encode(list(args))),
                                        "kwargs": json.loads(wire.encode(dict(kwargs)))})
-        self.printed += answer.get("printed", "")
+        self.printed, cut = _capped(self.printed + answer.get("printed", ""), TEXT_LIMIT)
+        self.printed_truncated |= cut
         if "missing" in answer:
             raise NameError(f"`{self.__name__}` is no longer defined in the notebook")
         self.last_call = {"seconds": answer.get("seconds"), "peak_bytes": answer.get("peak_bytes")}
         if "error" in answer:
             raise student_exception(answer["error"])
-        return self._kernel.decode(answer["value"])
+        return self._kernel.decode(answer["value"], answer["what"])
+
+
+def _capped(text, limit):
+    """`text` cut to `limit` characters, and whether it was cut."""
+    return (text, False) if len(text) <= limit else (text[:limit], True)
 
 
 def _code_cell(source):
