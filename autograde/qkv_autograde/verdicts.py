@@ -20,6 +20,7 @@ import warnings
 import nbformat
 
 from qkv.checking import Hint
+from qkv.wire import ReplyRefused
 
 TEXT_LIMIT = 20_000  # characters of printed text kept per test cell
 
@@ -66,6 +67,8 @@ def run_test_cell(cell, kernel, namespace):
     names = StudentNames(kernel, namespace)
     printed = io.StringIO()
     failure = None
+    grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+    refused_before = getattr(kernel, "refused_replies", 0)
     with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -79,13 +82,22 @@ def run_test_cell(cell, kernel, namespace):
                                     f"run without an error?")
         except (TimeoutError, AssertionError) as error:
             failure = (type(error).__name__, str(error))
+        except ReplyRefused as error:  # named by the kernel when it refused the answer
+            failure = (type(error).__name__, str(error))
         except Exception as error:  # the student's value broke a check: still a failed test, and named
             failure = (type(error).__name__, str(error))
             detail = "".join(traceback.format_exception_only(type(error), error)).strip()
-            kernel.events.append(("test error", f"{cell.metadata.get('nbgrader', {}).get('grade_id')}: {detail}"))
-    text = printed.getvalue() + "".join(f.printed for f in names.values() if hasattr(f, "printed"))
-    if len(text) > TEXT_LIMIT:
+            kernel.events.append(("test error", f"{grade_id}: {detail}"))
+    if getattr(kernel, "refused_replies", 0) > refused_before:  # however the check took the refusal, no points
+        failure = ("ReplyRefused", "the grader refused an answer of your kernel that was not plain data of "
+                                   "bounded size (see the anomaly report); this test gets no points")
+    functions = [f for f in names.values() if hasattr(f, "printed")]
+    text = printed.getvalue() + "".join(f.printed for f in functions)
+    if len(text) > TEXT_LIMIT or any(getattr(f, "printed_truncated", False) for f in functions):
         text = text[:TEXT_LIMIT] + f"\n[output truncated by the grader after {TEXT_LIMIT} characters]\n"
+        event = ("output truncated", f"{grade_id}: printed more than {TEXT_LIMIT} characters")
+        if event not in kernel.events:
+            kernel.events.append(event)
     outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)] if text else []
     if failure:
         name, message = failure
