@@ -54,6 +54,10 @@ c.Autograde.autograde_preprocessors = [SandboxedExecute, IgnorePattern, LimitOut
 from qkv_autograde.intake import SafeExtractor, SubmissionCollector  # noqa: E402
 c.ZipCollectApp.extractor_plugin = SafeExtractor
 c.ZipCollectApp.collector_plugin = SubmissionCollector
+# `nbgrader export` (and make grade) writes grades.csv with csv quoting and spreadsheet-safe cells, an empty score
+# for a student who handed nothing in (qkv_autograde/exports.py)
+from qkv_autograde.exports import GradesCsvExport  # noqa: E402
+c.ExportApp.plugin_class = GradesCsvExport
 
 # One wall-clock budget per notebook (the model lessons run a 135M-parameter forward pass on 2 cores), a cap per
 # cell so that one runaway cell cannot take the rest, and a cap per call of a student's function from a test.

@@ -72,5 +72,16 @@ def graded_students(coursedir, lesson):
 
 
 def export_grades(to="grades.csv"):
-    """grades.csv exactly as `nbgrader export --to <to>` writes it, from the current directory's course."""
-    _app(ExportApp, ["--to", to, "--log-level=WARN"]).start()
+    """grades.csv exactly as `nbgrader export --to <to>` writes it (the course's plugin, exports.GradesCsvExport),
+    from the current directory's course, then the grade files for the LMSs the students were collected from
+    (exports.write_lms_files: canvas-grades.csv, moodle-grades-<lesson>.csv, next to it); returns their paths."""
+    from nbgrader.api import Gradebook
+
+    from .exports import fill_in_names, lms_records, write_lms_files
+
+    app = _app(ExportApp, ["--to", to, "--log-level=WARN"])
+    with Gradebook(app.coursedir.db_url) as gb:  # the LMS's names first, so that grades.csv shows them too
+        fill_in_names(gb, lms_records(app.coursedir))
+    app.start()
+    with Gradebook(app.coursedir.db_url) as gb:
+        return write_lms_files(gb, app.coursedir, os.path.dirname(os.path.abspath(to)))

@@ -4,12 +4,13 @@ Written after every autograde run next to the gradebook (`anomalies-<lesson>.csv
 run left behind: the autograded notebooks' `qkv` metadata, the gradebook's scores and the staging notes (refused
 folders, missing notebooks), so it is the same whether the run was one process or many.
 """
-import csv
 import html
 import os
 
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
+
+from .exports import write_csv
 
 
 def rows(course_root, db_url, lesson, staged, autograded="autograded", extra=None):
@@ -48,13 +49,10 @@ def rows(course_root, db_url, lesson, staged, autograded="autograded", extra=Non
 def write(course_root, db_url, lesson, staged, extra=None):
     table = list(rows(course_root, db_url, lesson, staged, extra=extra))
     base = os.path.join(course_root, f"anomalies-{lesson}")
-    with open(base + ".csv", "w", newline="") as f:
-        out = csv.writer(f)
-        out.writerow(["student", "notebook", "score", "max_score", "anomalies", "details"])
-        for row in table:
-            out.writerow([row["student"], row["notebook"], row["score"], row["max_score"],
-                          "; ".join(a["name"] for a in row["anomalies"]),
-                          " | ".join(f"{a['name']}: {a['detail']}" for a in row["anomalies"])])
+    write_csv(base + ".csv", ["student", "notebook", "score", "max_score", "anomalies", "details"],
+              [[row["student"], row["notebook"], row["score"], row["max_score"],
+                "; ".join(a["name"] for a in row["anomalies"]),
+                " | ".join(f"{a['name']}: {a['detail']}" for a in row["anomalies"])] for row in table])
     flagged = sum(bool(r["anomalies"]) for r in table)
     body = "".join(
         f"<tr{' class=flag' if r['anomalies'] else ''}><td>{html.escape(r['student'] or '(the export)')}</td>"

@@ -4,13 +4,20 @@ nbgrader finds `submitted/<student>/<lesson>/<notebook>.ipynb` and nothing else:
 `01-lookup-Copy1.ipynb` scored 0 with a misleading message, a student folder starting with a dot got no row, a
 corrupt file stopped with a traceback. `stage` builds a parallel tree (`.staged/`) that nbgrader grades instead,
 and says what it did for each student. The submitted tree is only read.
+
+A student folder whose name is not a student id (intake.STUDENT_ID_CHARACTERS: a comma, a space, a leading `=`)
+is refused with a reason, never graded under another name. What the LMS said when the submission was collected
+(intake's `.lms.json`) becomes a `late` anomaly on each notebook when the LMS marked it late.
 """
 import dataclasses
 import fnmatch
+import json
 import os
 import shutil
 
 import nbformat
+
+from .intake import LMS_RECORD, STUDENT_ID_CHARACTERS, shown, valid_student_id
 
 STAGED = ".staged"
 
@@ -58,6 +65,13 @@ def stage(course_root, submitted, lesson, notebooks, release_folder, only_studen
                                                  "detail": "the folder name starts with a dot, which nbgrader skips; "
                                                            "rename the folder and grade again"}], refused=True))
             continue
+        if not valid_student_id(student):  # a comma or a leading = would reach grades.csv and the LMS files
+            results.append(Staged(student, "", [{
+                "name": "refused student id",
+                "detail": f"the folder name {shown(repr(student), 80)} is not a student id ({STUDENT_ID_CHARACTERS}); "
+                          f"rename the folder and grade again"}], refused=True))
+            continue
+        late = _lateness(folder)
         target = os.path.join(course_root, STAGED, student, lesson)
         shutil.rmtree(target, ignore_errors=True)
         os.makedirs(target)
@@ -65,7 +79,19 @@ def stage(course_root, submitted, lesson, notebooks, release_folder, only_studen
             shutil.copy(os.path.join(folder, "timestamp.txt"), target)
         for notebook in notebooks:
             results.append(_stage_notebook(folder, target, notebook, student, release_folder))
+            results[-1].anomalies += [late] if late else []
     return results
+
+
+def _lateness(folder):
+    """The `late` anomaly from what the LMS said at collection (Canvas's LATE flag, a time after the due date)."""
+    try:
+        with open(os.path.join(folder, LMS_RECORD), encoding="utf-8") as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return None
+    late = record.get("late") if isinstance(record, dict) else None
+    return {"name": "late", "detail": shown(late)} if isinstance(late, str) and late else None
 
 
 def _stage_notebook(folder, target, notebook, student, release_folder):
