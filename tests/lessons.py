@@ -179,3 +179,26 @@ def mutant_rejection_tests(lesson, hidden, visible, mutants_by_grade):
         assert_rejected(getattr(visible, grade), mutant(lesson, grade, source))
 
     return test_hidden_tests_reject_mutant, test_visible_checks_reject_mutant
+
+
+def error_outputs_of_a_graded_perfect_notebook(lesson, parent):
+    """Grade one perfect submission of `lesson` with the course's nbgrader (sandboxed kernel, `nbgrader autograde`)
+    and return, for every cell of the autograded notebook that shows an error, (its grade_id or index, the text):
+    what that student's feedback page would show as a failure."""
+    bin_dir = pathlib.Path(sys.executable).parent
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", MPLBACKEND="Agg")
+    instructor = copy_course(parent)
+    subprocess.run([str(bin_dir / "nbgrader"), "generate_assignment", lesson, "--force"], cwd=instructor, env=env,
+                   check=True, capture_output=True)
+    hand_in(instructor, lesson, "perfect", solved_release(lesson))
+    graded = subprocess.run([str(bin_dir / "nbgrader"), "autograde", lesson, "--force"], cwd=instructor, env=env,
+                            capture_output=True, text=True, timeout=1800)
+    assert graded.returncode == 0, graded.stdout[-3000:] + graded.stderr[-3000:]
+    nb = nbformat.read(next((instructor / "autograded" / "perfect" / lesson).glob("*.ipynb")), as_version=4)
+    errors = []
+    for index, cell in enumerate(nb.cells):
+        for output in cell.get("outputs", []):
+            text = "".join(output.get("traceback", [])) or output.get("text", "")
+            if output.output_type == "error" or "Traceback" in text or "Error:" in text:
+                errors.append((grade_id(cell) or index, f"{output.get('ename', '')} {text}"[-1500:]))
+    return errors

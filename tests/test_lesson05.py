@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from lessons import assert_rejected, mutant, mutant_rejection_tests, student
+from lessons import assert_rejected, error_outputs_of_a_graded_perfect_notebook, mutant, mutant_rejection_tests, student
 from qkv import attention, heads, model, plots, scaling
 from qkv.checks import lesson05 as visible
 from qkv_grading import lesson05 as hidden
@@ -517,3 +517,13 @@ def kv_cache_bytes_per_token(config, bytes_per_element):
 def test_hidden_mha_test_rejects_a_scale_by_the_model_width_on_every_draw():
     for _ in range(3):
         assert_rejected(hidden.multi_head_attention, mutant(LESSON, "multi_head_attention", MHA_MUTANTS["scales by sqrt(d_model)"]))
+
+
+# ---------------------------------------------------------------- issue 20: a perfect notebook's feedback shows no error
+
+@pytest.mark.grading_class
+def test_a_perfect_notebook_graded_in_the_sandbox_shows_no_error_in_any_cell(tmp_path):
+    # the forward passes are withheld during grading (they use this lesson's references): the cells that use
+    # their results must stop with the grader's note, not with a NameError cascade and empty plots
+    errors = error_outputs_of_a_graded_perfect_notebook(LESSON, tmp_path)
+    assert not errors, "\n\n".join(f"cell {where}: {text}" for where, text in errors)
