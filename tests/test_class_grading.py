@@ -160,7 +160,7 @@ def test_an_lms_zip_goes_to_grades_in_one_command(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     rows = {r["student_id"]: float(r["score"]) for r in csv.DictReader((instructor / "grades.csv").open())
             if r["assignment"] == LESSON}
-    assert rows == {"ada": 13.0, "bo": 2.0}
+    assert rows == {"1001": 13.0, "1002": 2.0}   # the Canvas user ids: Canvas names the students by them
     assert sorted(p.name for p in tmp_path.iterdir()) == outside_before, "nothing written outside the course"
     report = (instructor / f"anomalies-{LESSON}.csv").read_text()
     assert "not a notebook" in report and "unsafe path" in report
