@@ -374,15 +374,30 @@ def decode_reply(plain, handle=None, limits=REPLY_LIMITS):
     return _Reader(_REPLY_TAGS, limits, MalformedReply, OversizedReply, handle).value(plain)
 
 
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 _BRACKETS = np.zeros(256, np.int8)
 _BRACKETS[[ord("["), ord("{")]], _BRACKETS[[ord("]"), ord("}")]] = 1, -1
+_QUOTE = ord('"')
+_SCAN_CHUNK = 1 << 22  # characters scanned at a time: a few MiB of temporaries however long the answer
 
 
 def nesting_depth(text):
-    """The deepest nesting of brackets in JSON text, strings skipped: measured before json.loads, which recurses."""
-    skeleton = np.frombuffer(_STRING.sub("", text).encode("ascii", "ignore"), np.uint8)
-    return int(np.cumsum(_BRACKETS[skeleton], dtype=np.int64).max(initial=0))
+    """The deepest nesting of brackets in JSON text, brackets inside strings skipped: measured before json.loads,
+    which recurses. Escaped backslashes and quotes are dropped first, so every quote left opens or closes a string."""
+    if text.count("[") + text.count("{") <= 1:
+        return text.count("[") + text.count("{")
+    clean = text.replace("\\\\", "").replace('\\"', "")
+    inside, depth, deepest = 0, 0, 0
+    for start in range(0, len(clean), _SCAN_CHUNK):
+        chunk = np.frombuffer(clean[start:start + _SCAN_CHUNK].encode("ascii", "ignore"), np.uint8)
+        quotes = chunk == _QUOTE
+        at = np.flatnonzero(_BRACKETS[chunk])
+        outside = (np.cumsum(quotes, dtype=np.int64)[at] + inside) % 2 == 0
+        steps = _BRACKETS[chunk[at[outside]]].astype(np.int64)
+        if steps.size:
+            levels = depth + np.cumsum(steps)
+            deepest, depth = max(deepest, int(levels.max())), int(levels[-1])
+        inside = (inside + int(np.count_nonzero(quotes))) % 2
+    return deepest
 
 
 def parse_answer(text, limits=REPLY_LIMITS):
@@ -392,7 +407,8 @@ def parse_answer(text, limits=REPLY_LIMITS):
         raise MalformedReply(f"the answer is a {type(text).__name__}, not JSON text")
     if len(text) > limits.text_chars:
         raise OversizedReply(f"an answer of {len(text) >> 20} MiB (at most {limits.text_chars >> 20} MiB)")
-    if nesting_depth(text) > limits.depth + 2:  # + the answer itself and its value
+    if text.count("[") + text.count("{") > limits.depth and nesting_depth(text) > limits.depth + 2:
+        # (+ 2: the answer itself and its value; fewer brackets than the limit cannot nest deeper than it)
         raise OversizedReply(f"an answer nested deeper than {limits.depth} levels")
     try:
         answer = json.loads(text)
