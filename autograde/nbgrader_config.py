@@ -77,5 +77,13 @@ c.IgnorePattern.pattern = r"Matplotlib is building the font cache|Widget Javascr
 
 # Feedback pages: nbgrader's feedback template, rendered without nbconvert's BeautifulSoup pass, which costs more
 # than the rendering itself and, for this classic template, only adds alt texts (done directly instead).
-from qkv_autograde.feedback_html import FeedbackExporter  # noqa: E402
+from qkv_autograde.feedback_html import FeedbackExporter, TEMPLATES  # noqa: E402
 c.GenerateFeedback.exporter_class = FeedbackExporter
+# ...with the course's template: nbgrader's feedback page with each test named in its table of contents. The
+# course's templates come first for formgrader too: both load MathJax from the environment, so maths render offline.
+c.FeedbackExporter.template_name = "qkv_feedback"
+c.HTMLExporter.extra_template_basedirs = [TEMPLATES, os.path.join(
+    os.path.dirname(nbgrader.apps.autogradeapp.__file__), "..", "server_extensions", "formgrader", "templates")]
+# `nbgrader release_feedback` releases the pages of students who handed in through the exchange, and names the others
+from qkv_autograde.feedback import ReleaseFeedbackOfExchangeSubmissions  # noqa: E402
+c.ExchangeFactory.release_feedback = ReleaseFeedbackOfExchangeSubmissions

@@ -11,6 +11,9 @@ initialized from the same argument list the command line would get, so they load
   class (it only reads the gradebook), or in the coordinator when the workers are a remote Dask cluster that
   cannot see the gradebook or the autograded notebooks.
 - `export_grades(to)`: ExportApp with its CSV plugin, in the coordinator.
+
+`ReleaseFeedbackOfExchangeSubmissions` is `nbgrader release_feedback` for a class that handed in partly through the
+LMS (nbgrader_config.py installs it).
 """
 import glob
 import os
@@ -18,6 +21,7 @@ import os
 from nbgrader.apps.exportapp import ExportApp
 from nbgrader.apps.generatefeedbackapp import GenerateFeedbackApp
 from nbgrader.converters import GenerateFeedback, NbGraderException
+from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 
 
 class _FeedbackForStudents(GenerateFeedback):
@@ -85,3 +89,26 @@ def export_grades(to="grades.csv"):
     app.start()
     with Gradebook(app.coursedir.db_url) as gb:
         return write_lms_files(gb, app.coursedir, os.path.dirname(os.path.abspath(to)))
+
+
+class ReleaseFeedbackOfExchangeSubmissions(ExchangeReleaseFeedback):
+    """nbgrader's release_feedback, for the students who handed in through the exchange. The exchange files a page
+    under a hash of the secret `nbgrader submit` made; a submission collected from an LMS export has none, and
+    nbgrader stopped at the first such student (FileNotFoundError: submission_secret.txt) with nothing released
+    for anyone after them. Those students are skipped, by name: their page goes back through the LMS."""
+
+    def copy_files(self):
+        pages = glob.glob(os.path.join(self.src_path, "*.html"))
+        without_secret = sorted({os.path.basename(os.path.dirname(os.path.dirname(page))) for page in pages
+                                 if not os.path.isfile(os.path.join(os.path.dirname(page), "submission_secret.txt"))})
+        if without_secret:
+            self.log.warning("qkv: not released through the exchange (handed in another way, e.g. an LMS export, so "
+                             "nbgrader has no submission secret for them): %s; their pages are in %s",
+                             ", ".join(without_secret), self.coursedir.format_path(
+                                 self.coursedir.feedback_directory, "<student>", self.coursedir.assignment_id))
+        excluded = self.coursedir.student_id_exclude
+        self.coursedir.student_id_exclude = ",".join(filter(None, [excluded, *without_secret]))
+        try:
+            super().copy_files()
+        finally:
+            self.coursedir.student_id_exclude = excluded

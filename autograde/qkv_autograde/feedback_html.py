@@ -23,14 +23,18 @@ iframes, objects, forms or styles; figures, tables, text, markdown and maths sta
 is rendered, so code and maths in it keep their `<` and `&`.
 """
 import copy
+import importlib.util
+import os
+import pathlib
 import re
 
 import bleach
 from bleach.css_sanitizer import CSSSanitizer
-from jinja2 import pass_context
+from jinja2 import FileSystemLoader, pass_context
 from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+from traitlets import default
 
 NO_ALT_TEXT = "No description has been provided for this image"  # nbconvert's words, so the pages match
 # a <script> or <style> block, left as it is, or an <img> tag (attribute values may hold ">")
@@ -39,6 +43,10 @@ RAW_TEXT_OR_IMAGE = re.compile(r"(?P<raw><(script|style)\b.*?</\2\s*>)|<img\b(?:
 QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'")
 ALT_ATTRIBUTE = re.compile(r"[\s/\"']alt(?=[\s=/>])", re.I)
 LAB_AREAS = "jp-Notebook"  # what nbconvert's tabindex pass looks for
+# the course's templates: qkv_feedback (nbgrader's feedback page with the tests named in its table of contents) and
+# formgrade/mathjax.html.j2 (MathJax from the environment, offline); nbgrader_config.py selects them
+TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
+MATHJAX_CONFIG = "TeX-AMS-MML_HTMLorMML-full,Safe"  # the configuration jupyter-server-mathjax ships (and serves)
 
 # What student HTML may contain: what markdown renders to (nbconvert's mistune renderer: headings with anchors,
 # highlighted code, tables with aligned cells, the lessons' <details>), pandas tables, and inline formatting.
@@ -57,6 +65,13 @@ NOT_TEXT = re.compile(r"<(script|style|template|textarea|title|noscript|noembed|
 # the output mimetypes a page shows as data, never as code (widget views fall back to their text/plain note)
 SHOWN_MIMETYPES = frozenset({"text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg",
                              "image/svg+xml"})  # SVG is written as a base64 <img>, where scripts never run
+
+
+def local_mathjax_url():
+    """file: URL of the MathJax 2 that jupyter-server-mathjax installs in the environment (None without it)."""
+    spec = importlib.util.find_spec("jupyter_server_mathjax")
+    script = spec and pathlib.Path(spec.submodule_search_locations[0], "static", "MathJax.js")
+    return f"{script.as_uri()}?config={MATHJAX_CONFIG}" if script and script.is_file() else None
 
 
 def _allowed_attribute(tag, name, value):
@@ -123,6 +138,18 @@ def _with_alt(match):
 class FeedbackExporter(HTMLExporter):
     """HTMLExporter without the BeautifulSoup round trip, for templates that do not need it, and with student
     content made inert."""
+
+    @default("extra_loaders")
+    def _basedirs_by_folder(self):
+        # a template extends another by its folder name ('feedback/index.html.j2'), as nbconvert's own templates do
+        # with theirs: nbconvert searches inside each template folder only
+        return [FileSystemLoader(self.extra_template_basedirs)]
+
+    def _create_environment(self):
+        environment = super()._create_environment()
+        # what templates/formgrade/mathjax.html.j2 loads (a macro imported without context sees only globals)
+        environment.globals["local_mathjax_url"] = local_mathjax_url()
+        return environment
 
     @pass_context
     def markdown2html(self, context, source):

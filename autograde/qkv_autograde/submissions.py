@@ -75,8 +75,10 @@ def stage(course_root, submitted, lesson, notebooks, release_folder, only_studen
         target = os.path.join(course_root, STAGED, student, lesson)
         shutil.rmtree(target, ignore_errors=True)
         os.makedirs(target)
-        if os.path.isfile(os.path.join(folder, "timestamp.txt")):
-            shutil.copy(os.path.join(folder, "timestamp.txt"), target)
+        for name in ("timestamp.txt", "submission_secret.txt"):  # nbgrader's own: release_feedback needs the secret
+            path = os.path.join(folder, name)
+            if os.path.isfile(path) and not os.path.islink(path):
+                shutil.copy(path, target)
         for notebook in notebooks:
             results.append(_stage_notebook(folder, target, notebook, student, release_folder))
             results[-1].anomalies += [late] if late else []
