@@ -31,7 +31,7 @@ from . import sandbox, student_kernel
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel_template.py")
 SCRIPT_INSIDE = "/opt/qkv/kernel_template.py"
-KERNEL_FOLDER = "/run/qkv-kernel"  # where each kernel sees its own socket folder
+KERNEL_FOLDER = sandbox.SOCKET_FOLDER  # where each kernel sees its own socket folder, a tmpfs of its own
 # what a lesson's kernel imports anyway; the template imports it once
 WARM_MODULES = ("numpy", "matplotlib", "matplotlib.pyplot", "matplotlib.backends.backend_agg",
                 "IPython", "IPython.core.pylabtools", "ipykernel.kernelapp", "ipykernel.ipkernel",
@@ -63,8 +63,8 @@ class KernelTemplate:
         if self.walls.mode != "bwrap":
             self.walls.cleanup()
             raise TemplateUnavailable("no bubblewrap here: each kernel starts fresh")
-        # the template and its kernels share one pids cgroup: one kernel at a time, plus the template and keeper
-        settings = {"home": self.walls.HOME, "home_bytes": limits.home_bytes, "shared_folder": self.shared_folder,
+        # the template's cgroup holds it and its keepers; each kernel is moved into a cgroup of its own at spawn
+        settings = {"home": self.walls.HOME, "home_bytes": limits.home_bytes, "socket_bytes": limits.socket_bytes,
                     "kernel_folder": KERNEL_FOLDER,
                     "modules": list(WARM_MODULES) + _qkv_modules(library_view[1]), "calls": list(calls),
                     "must_see": [sys.prefix, sys.base_prefix, library_view[0]] + self.walls.read_only}
@@ -112,23 +112,35 @@ class KernelTemplate:
             return self._read()
 
     def new_folder(self):
-        """A fresh socket folder for the next kernel (host side path, and its name)."""
+        """A fresh folder for the next kernel's connection file on the grader's side (its name, its path)."""
         self.count += 1
         name = f"k{self.count}"
         os.mkdir(os.path.join(self.shared_folder, name), 0o700)
         return name, os.path.join(self.shared_folder, name)
 
-    def spawn(self, folder_name, connection_file_inside):
-        reply = self.request(op="spawn", folder=folder_name, connection_file=connection_file_inside)
+    def spawn(self, connection):
+        """A new kernel reading `connection` (its connection file's content); its pid as the template sees it."""
+        reply = self.request(op="spawn", connection=connection)
         if "pid" not in reply:
             raise TemplateUnavailable(reply.get("error", str(reply)))
         return reply["pid"]
 
+    def host_pid(self, pid):
+        """The pid here of the template's child `pid` (the second field of its NSpid), or None if it is gone."""
+        for candidate in student_kernel.process_tree(self.process.pid):
+            try:
+                with open(f"/proc/{candidate}/status") as f:
+                    nspid = next((line.split()[1:] for line in f if line.startswith("NSpid:")), [])
+            except OSError:
+                continue
+            if len(nspid) >= 2 and nspid[1] == str(pid):
+                return candidate
+        return None
+
     def spawn_probe(self):
         """None when a kernel can be walled off here (nested namespaces allowed) and still sees Python, the
         library and the read-only extras behind its walls; else why not."""
-        name, _ = self.new_folder()
-        reply = self.request(op="spawn", folder=name, connection_file="", probe=True)
+        reply = self.request(op="spawn", probe=True)
         if "pid" not in reply:
             return reply.get("error", str(reply))
         returncode = None
@@ -137,7 +149,6 @@ class KernelTemplate:
             if returncode is not None:
                 break
             time.sleep(0.05)
-        shutil.rmtree(os.path.join(self.shared_folder, name), ignore_errors=True)
         return None if returncode == 0 else f"a probe kernel could not see its environment (exit {returncode})"
 
     def peak_rss_mb(self):
@@ -203,7 +214,14 @@ class ForkedKernelProcess:
 
 class ForkedProvisioner(LocalProvisioner):
     """LocalProvisioner whose launch asks the template for a fork instead of starting a process. Its `pid` stays
-    None: the kernel's pid is the template's namespace's, meaningless to os.kill here."""
+    None: the kernel's pid is the template's namespace's, meaningless to os.kill here.
+
+    The forked kernel is moved into a cgroup of its own (memory and processes of its whole tree) before the grader
+    sends it anything, so before any student code runs; its sockets are in its own capped tmpfs, reached through
+    /proc (sandbox.open_socket_folder)."""
+
+    forked = cgroup = None
+    socket_fd = None
 
     async def launch_kernel(self, cmd, **kwargs):
         km = self.parent
@@ -211,20 +229,33 @@ class ForkedProvisioner(LocalProvisioner):
         inside["ip"] = os.path.join(KERNEL_FOLDER, "kernel")
         for key in ("key", "signature_scheme"):
             inside[key] = inside[key].decode() if isinstance(inside[key], bytes) else inside[key]
-        inside_file = os.path.join(km.kernel_folder, "inside.json")
-        with open(inside_file, "w") as f:
-            json.dump(inside, f)
-        pid = km.template.spawn(km.kernel_folder_name, os.path.join(KERNEL_FOLDER, "inside.json"))
+        pid = km.template.spawn(inside)
+        limits = km.template.walls.limits
+        self.cgroup = sandbox.KernelCgroup(limits.memory_bytes, limits.processes)
         self.process = self.forked = ForkedKernelProcess(km.template, pid)  # jupyter_client drops .process at exit
         self.pid = self.pgid = None
         self.cwd = sandbox.Sandbox.HOME
-        return self.connection_info
-
-    forked = None
+        host = km.template.host_pid(pid)
+        if host is None:  # it died at once: the manager will find it dead
+            return self.connection_info
+        try:
+            self.cgroup.add(host)
+            self.socket_fd = os.open(f"/proc/{host}/root{KERNEL_FOLDER}", os.O_PATH | os.O_DIRECTORY)
+        except OSError:
+            self.forked.kill()  # a kernel outside its limits runs nothing
+            return self.connection_info
+        return dict(self.connection_info, ip=f"/proc/self/fd/{self.socket_fd}/kernel")
 
     async def cleanup(self, restart=False):
         await super().cleanup(restart)
-        if not restart:  # the kernel's socket folder, inside the template's shared one
+        sandbox.close_quietly(self.socket_fd)
+        self.socket_fd = None
+        if self.cgroup is not None:
+            if isinstance(self.parent.limit_events, list):
+                self.parent.limit_events += sandbox.limit_events(self.cgroup)
+            self.cgroup.remove()
+            self.cgroup = None
+        if not restart:  # the grader's side of its connection file
             shutil.rmtree(self.parent.kernel_folder, ignore_errors=True)
 
     def cpu_seconds(self):
@@ -274,16 +305,17 @@ class ForkedKernelManager(AsyncKernelManager):
     """A kernel manager whose kernel is forked from a KernelTemplate, talking over IPC sockets in its own folder."""
 
     template = Any()
+    limit_events = Any()  # a list the provisioner adds (anomaly, detail) to: limits missing, processes killed
 
     def __init__(self, **kwargs):
         template = kwargs["template"]
-        name, folder = template.new_folder()
+        _, folder = template.new_folder()
         kwargs.setdefault("transport", "ipc")
         kwargs.setdefault("ip", os.path.join(folder, "kernel"))
         kwargs.setdefault("connection_file", os.path.join(folder, "kernel.json"))
         super().__init__(**kwargs)
         self.client_factory = ForkedKernelClient
-        self.kernel_folder_name, self.kernel_folder = name, folder
+        self.kernel_folder = folder
 
     async def _async_pre_start_kernel(self, **kw):
         if self.provisioner is None:

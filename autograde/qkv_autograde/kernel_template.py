@@ -7,7 +7,8 @@ it the next student's kernel, so each child is walled off from the template befo
 
     template (this process, not dumpable: no ptrace, no /proc/PID/mem, even for the same uid)
       └─ keeper    new user, mount, PID, IPC, network and UTS namespaces; fresh tmpfs on /tmp, the home folder
-         │         and /dev/shm; only its own socket folder visible; waits for the kernel, exits with its status
+         │         and /dev/shm; its socket folder a small tmpfs of its own (the grader reaches it through
+         │         /proc, forked_kernels.py), holding the connection file; waits for the kernel, exits with its status
          └─ kernel PID 1 of its own PID namespace (the template is not there to signal, and everything the student
                    starts dies with it), no capabilities left, no new privileges; then ipykernel, as
                    `python -m ipykernel_launcher -f CONNECTION` would run it
@@ -16,7 +17,7 @@ Each child's namespaces are owned by a new user namespace, so it holds no capabi
 mounts it inherits are locked (they cannot be unmounted to reveal the shared folders underneath). Requests come
 as JSON lines on stdin, answers go as JSON lines on stdout:
 
-    {"op": "spawn", "folder": F, "connection_file": C}  -> {"pid": P} (P as this namespace sees it) or {"error": ...}
+    {"op": "spawn", "connection": {...}}               -> {"pid": P} (P as this namespace sees it) or {"error": ...}
     {"op": "signal", "pid": P, "signal": N}            -> {"ok": true}
     {"op": "poll", "pid": P}                           -> {"returncode": None | int, "cpu_seconds": float}
 """
@@ -31,7 +32,7 @@ import time
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 4096, 16384, 1 << 18
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -137,13 +138,16 @@ def become_kernel(request, settings, report_fd):
     with open("/proc/self/gid_map", "w") as f:
         f.write(f"{KERNEL_UID} {gid} 1")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    _mount(os.path.join(settings["shared_folder"], request["folder"]), settings["kernel_folder"], None, MS_BIND)
+    # the student can write here: capped, so that it cannot fill a disk
+    _mount("tmpfs", settings["kernel_folder"], "tmpfs", MS_NOSUID | MS_NODEV,
+           f"size={settings['socket_bytes']},mode=0700")
+    if request.get("connection"):
+        with open(os.path.join(settings["kernel_folder"], "kernel.json"), "w") as f:
+            json.dump(request["connection"], f)
     size = f"size={settings['home_bytes']},mode=0700"
     for folder in ("/tmp", settings["home"], "/dev/shm"):  # nothing an earlier kernel wrote is left to read
         fresh_tmpfs(folder, size)
     os.makedirs(os.path.join(settings["home"], ".matplotlib"), exist_ok=True)
-    if os.path.isdir(settings["shared_folder"]):  # other kernels' socket folders vanish under an empty tmpfs
-        _mount("tmpfs", settings["shared_folder"], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k")
     kernel = os.fork()
     if kernel == 0:
         try:
@@ -174,7 +178,7 @@ def run_kernel(request, settings):
         sys.modules["numpy"].random.seed()
     if sys.path and sys.path[0] in ("", os.path.dirname(os.path.abspath(__file__))):
         del sys.path[0]
-    sys.argv = ["ipykernel_launcher", "-f", request["connection_file"]]
+    sys.argv = ["ipykernel_launcher", "-f", os.path.join(settings["kernel_folder"], "kernel.json")]
     from ipykernel import kernelapp
 
     kernelapp.launch_new_instance()

@@ -193,7 +193,9 @@ class SandboxedExecute(NbGraderPreprocessor):
     budget_seconds = Float(600, help="Wall-clock seconds for the whole notebook, all cells and test calls.").tag(config=True)
     cell_timeout = Float(300, help="Most seconds one of the notebook's cells may run.").tag(config=True)
     call_timeout = Float(60, help="Most seconds one call of a student's function from a test may take.").tag(config=True)
-    memory_limit = Integer(2 << 30, help="Address-space limit of the student's kernel, in bytes.").tag(config=True)
+    memory_limit = Integer(2 << 30, help="Bytes of memory for the student's kernel and all it starts, together (a "
+                                         "cgroup; where none can be made, each process's address space)."
+                           ).tag(config=True)
     output_limit = Integer(1 << 20, help="Bytes of output kept per cell; the rest is cut with a note.").tag(config=True)
 
     render_figures = Bool(True, help="Render figures to PNG in the graded notebook (False: faster grading, "
@@ -211,9 +213,11 @@ class SandboxedExecute(NbGraderPreprocessor):
         worker on another machine can do it (parallel.py). With a warm `kernel_template` (forked_kernels.py, same
         walls) the kernel is forked from it instead of started afresh."""
         namespace = verdicts.grader_namespace(source_notebook)
+        limit_events = []  # (anomaly, detail): limits that could not be made here, processes the memory limit killed
         if kernel_template is not None and kernel_template.alive:
             walls = None
-            make_kernel_manager = functools.partial(forked_kernels.ForkedKernelManager, template=kernel_template)
+            make_kernel_manager = functools.partial(forked_kernels.ForkedKernelManager, template=kernel_template,
+                                                    limit_events=limit_events)
         else:
             walls = sandbox.Sandbox(**kernel_walls(lesson, self.memory_limit))
             make_kernel_manager = functools.partial(sandbox.SandboxedKernelManager, sandbox=walls)
@@ -225,6 +229,7 @@ class SandboxedExecute(NbGraderPreprocessor):
             make_kernel_manager, budget_seconds=self.budget_seconds,
             cell_seconds=self.cell_timeout, call_seconds=self.call_timeout, output_bytes=self.output_limit,
             log=self.log, preamble="" if self.render_figures else NO_FIGURE_PICTURES)
+        judged = set()  # test cells with a verdict
         try:
             kernel.start()
             for index, cell in enumerate(nb.cells):
@@ -233,6 +238,7 @@ class SandboxedExecute(NbGraderPreprocessor):
                 cell.outputs = []
                 if utils.is_grade(cell) and not utils.is_solution(cell):
                     verdicts.run_test_cell(cell, kernel, namespace)
+                    judged.add(index)
                 else:
                     kernel.run_cell(cell, index)
                     _explain_withheld(cell)
@@ -240,15 +246,32 @@ class SandboxedExecute(NbGraderPreprocessor):
             truncated = sorted(kernel.client.truncated_cells) if kernel.client else []
             if truncated:
                 add_anomaly(nb, "output truncated", f"cells {', '.join(map(str, truncated))}")
+        except student_kernel.StudentKernel.FailedToStart as error:  # graded 0 and named, never a missing row
+            self.log.error("qkv grader: no kernel could be started for this submission: %s", error)
+            add_anomaly(nb, "kernel failed to start", str(error)[:2000])
+            _fail_unjudged_tests(nb, judged)
         finally:
             kernel.close()
             if walls:
+                limit_events += sandbox.limit_events(walls.cgroup)
                 walls.cleanup()
-        for name, detail in kernel.events:
+        for name, detail in kernel.events + limit_events:
             add_anomaly(nb, name, detail)
         nb.metadata.setdefault("qkv", {})["isolation"] = mode
         self.kernel_cpu_seconds = kernel.kernel_cpu_seconds
         return nb
+
+
+def _fail_unjudged_tests(nb, judged):
+    """Every test cell without a verdict fails (an error output is what nbgrader scores 0): an unrun test cell has no
+    error, and would otherwise get its points."""
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell) and index not in judged:
+            cell.outputs = [nbformat.v4.new_output(
+                "error", ename="KernelFailedToStart", evalue=f"not graded: the grader could not start a kernel for "
+                f"this notebook (tried {student_kernel.StudentKernel.START_ATTEMPTS} times); ask your instructor to "
+                f"grade it again",
+                traceback=["KernelFailedToStart: the grader could not start a kernel for this notebook"])]
 
 
 def _explain_withheld(cell):

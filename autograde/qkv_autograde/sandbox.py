@@ -4,22 +4,28 @@ On Linux with user namespaces, bubblewrap (`bwrap`) builds a new root: the Pytho
 environment read-only, the kernel's view of `qkv` (graded references withheld, see kernel_view) bound where the
 editable install looks for it, the model cache read-only, a small private tmpfs as home and /tmp, no network
 (an empty network namespace), its own PID namespace (so killing it kills everything it started). `prlimit` caps
-memory, processes, file size and CPU. Where namespaces are not permitted (many containers, Binder) the kernel
-runs with the same rlimits in a private working folder, and the isolation is reported as partial, loudly.
+each process's memory, processes, file size and CPU; a cgroup (KernelCgroup) caps the memory and the number of
+processes of the kernel and everything it starts together. Where namespaces are not permitted (many containers,
+Binder) the kernel runs with the same limits in a private working folder, and the isolation is reported as
+partial, loudly; so is a limit no cgroup could be made for.
 
-The kernel talks to the grader over IPC sockets in a folder bound into the sandbox: a kernel in its own network
-namespace cannot reach the grader's TCP ports (see ../shared notes).
+The kernel talks to the grader over IPC sockets (a kernel in its own network namespace cannot reach the grader's
+TCP ports, see ../shared notes) in a small tmpfs of its own, mounted inside the sandbox, which the student can
+write to but not past its cap; the grader reaches the sockets through /proc (open_socket_folder).
 """
+import asyncio
 import dataclasses
 import functools
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 
 from jupyter_client.manager import AsyncKernelManager
+from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from traitlets import Any, Unicode
 
 MiB = 1 << 20
@@ -31,10 +37,11 @@ PARTIAL_ISOLATION = ("isolation partial: bubblewrap (user and network namespaces
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    memory_bytes: int = 2 * GiB       # address space of the kernel (numpy, the model and the student's arrays)
+    memory_bytes: int = 2 * GiB       # the kernel and all it starts (numpy, the model, the student's arrays)
     processes: int = 64               # threads count too (BLAS, ZMQ, IPython's history thread)
     file_bytes: int = 64 * MiB        # largest file the kernel may write
     home_bytes: int = 256 * MiB       # the private tmpfs that is its home, working folder and /tmp
+    socket_bytes: int = 16 * MiB      # the tmpfs its sockets and connection file are in (the student can write it)
     cpu_seconds: int = 1800           # backstop only: the wall-clock budget is enforced by the grader
 
 
@@ -69,23 +76,180 @@ def _matplotlib_font_cache():
     return found
 
 
-PIDS_CGROUP_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup")  # cgroup v1 pids controller, or the v2 hierarchy
+SOCKET_FOLDER = "/run/qkv-kernel"  # where a kernel sees its sockets and connection file: a small tmpfs of its own
+CGROUP_ROOT = "/sys/fs/cgroup"
+LIMITED = ("memory", "pids")  # the controllers a kernel's cgroup is made with, where they exist
 
 
-def _pids_cgroup(limit):
-    """A fresh pids cgroup capped at `limit` processes and threads, or None where none can be made."""
-    for root in PIDS_CGROUP_ROOTS:
+def _write(folder, name, value):
+    with open(os.path.join(folder, name), "w") as f:
+        f.write(str(value))
+
+
+def _counter(path, name):
+    """`name N` from a cgroup's key-value file (memory.events, memory.oom_control), or 0."""
+    try:
+        with open(path) as f:
+            return next((int(line.split()[1]) for line in f if line.split()[:1] == [name]), 0)
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class KernelCgroup:
+    """A kernel's whole process tree under limits the kernel enforces: memory for all its processes together
+    (RLIMIT_AS is per process: five children of one kernel held 3.97 GB) and a process count (RLIMIT_NPROC does
+    not bind root). cgroup v2 where the unified hierarchy has the controllers, else the v1 hierarchies.
+    `missing` names what could not be made here (no controller, no permission): the isolation is then partial."""
+
+    def __init__(self, memory_bytes, processes, prefix="qkv-kernel-"):
+        self.memory_bytes = memory_bytes
+        self.folders = {}  # controller -> cgroup folder (one folder for both in v2)
+        if os.path.exists(os.path.join(CGROUP_ROOT, "cgroup.controllers")):
+            self._make_v2(prefix, memory_bytes, processes)
+        else:
+            for controller in LIMITED:
+                self._make_v1(controller, prefix, memory_bytes, processes)
+        self.missing = [c for c in LIMITED if c not in self.folders]
+
+    def _make_v2(self, prefix, memory_bytes, processes):
+        for controller in LIMITED:  # the root may hand its children a controller it does not yet
+            try:
+                _write(CGROUP_ROOT, "cgroup.subtree_control", f"+{controller}")
+            except OSError:
+                pass
         try:
-            path = tempfile.mkdtemp(prefix="qkv-kernel-", dir=root)
+            folder = tempfile.mkdtemp(prefix=prefix, dir=CGROUP_ROOT)
         except OSError:
-            continue
+            return
+        for controller, settings in (("memory", {"memory.max": memory_bytes, "memory.swap.max": 0}),
+                                     ("pids", {"pids.max": processes})):
+            try:
+                for name, value in settings.items():
+                    if name == "memory.max" or os.path.exists(os.path.join(folder, name)):
+                        _write(folder, name, value)
+                self.folders[controller] = folder
+            except OSError:
+                pass
+        if not self.folders:
+            os.rmdir(folder)
+
+    def _make_v1(self, controller, prefix, memory_bytes, processes):
         try:
-            with open(os.path.join(path, "pids.max"), "w") as f:
-                f.write(str(limit))
-            return path
-        except OSError:  # no pids controller here
-            os.rmdir(path)
+            folder = tempfile.mkdtemp(prefix=prefix, dir=os.path.join(CGROUP_ROOT, controller))
+        except OSError:
+            return
+        try:
+            if controller == "memory":
+                _write(folder, "memory.limit_in_bytes", memory_bytes)
+                if os.path.exists(os.path.join(folder, "memory.memsw.limit_in_bytes")):  # swap counts too
+                    _write(folder, "memory.memsw.limit_in_bytes", memory_bytes)
+            else:
+                _write(folder, "pids.max", processes)
+            self.folders[controller] = folder
+        except OSError:
+            os.rmdir(folder)
+
+    @property
+    def places(self):
+        return list(dict.fromkeys(self.folders.values()))
+
+    def enter(self, argv):
+        """`argv`, run from a shell that first moves itself into this cgroup (so everything it execs is inside)."""
+        if not self.places:
+            return list(argv)
+        script = 'while [ "$1" != -- ]; do echo $$ > "$1/cgroup.procs" || exit 125; shift; done; shift; exec "$@"'
+        return ["sh", "-c", script, "qkv-enter", *self.places, "--", *argv]
+
+    def add(self, pid):
+        """Move a running process (host pid) and all its threads in."""
+        for place in self.places:
+            _write(place, "cgroup.procs", pid)
+
+    def memory_kills(self):
+        """How many of the tree's processes the kernel killed for going over the memory limit."""
+        folder = self.folders.get("memory")
+        if not folder:
+            return 0
+        if os.path.exists(os.path.join(folder, "memory.events")):
+            return _counter(os.path.join(folder, "memory.events"), "oom_kill")
+        return _counter(os.path.join(folder, "memory.oom_control"), "oom_kill")
+
+    def peak_bytes(self):
+        folder = self.folders.get("memory")
+        for name in ("memory.peak", "memory.max_usage_in_bytes"):
+            try:
+                with open(os.path.join(folder, name)) as f:
+                    return int(f.read().split()[0])
+            except (OSError, TypeError, ValueError, IndexError):
+                continue
+        return None
+
+    def remove(self):
+        """Kill whatever is still inside, then remove the cgroup (possible once its last process has gone)."""
+        for place in self.places:
+            for _ in range(50):
+                try:
+                    with open(os.path.join(place, "cgroup.procs")) as f:
+                        for pid in f.read().split():
+                            try:
+                                os.kill(int(pid), signal.SIGKILL)
+                            except OSError:
+                                pass
+                    os.rmdir(place)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.1)
+        self.folders = {}
+
+    def describe_missing(self):
+        """The report's detail when a limit could not be made here."""
+        what = {"memory": "no memory cgroup: the memory limit binds each process (RLIMIT_AS), not the kernel's "
+                          "processes together",
+                "pids": "no pids cgroup: the process limit (RLIMIT_NPROC) does not bind root"}
+        return "isolation partial: " + "; ".join(what[c] for c in self.missing) + \
+            f" (no writable {CGROUP_ROOT} with the {', '.join(self.missing)} controller here)"
+
+
+def limit_events(cgroup):
+    """(anomaly, detail) for the report: limits missing here, and processes the memory limit killed."""
+    events = [("isolation partial", cgroup.describe_missing())] if cgroup.missing else []
+    kills = cgroup.memory_kills()
+    if kills:
+        events.append(("memory limit", f"the kernel's processes together reached the memory limit "
+                                       f"({cgroup.memory_bytes // MiB} MiB): {kills} of them killed"))
+    return events
+
+
+async def open_socket_folder(below, is_running, seconds=60):
+    """An O_PATH descriptor of SOCKET_FOLDER as the sandboxed process below host pid `below` sees it (its own
+    mount namespace), or None if it stops first. The grader reaches the kernel's sockets through
+    /proc/self/fd/N/...: the folder is a tmpfs inside the sandbox, and the descriptor cannot come to mean another
+    process's folder the way a reused pid could."""
+    from .student_kernel import process_tree
+
+    own = os.readlink("/proc/self/ns/mnt")
+    deadline = time.monotonic() + seconds
+    while is_running() and time.monotonic() < deadline:
+        for pid in process_tree(below):
+            try:
+                with open(f"/proc/{pid}/comm") as f:
+                    started = f.read().strip() != "bwrap"  # bwrap itself is there before its command runs
+                if started and os.readlink(f"/proc/{pid}/ns/mnt") != own:
+                    return os.open(f"/proc/{pid}/root{SOCKET_FOLDER}", os.O_PATH | os.O_DIRECTORY)
+            except OSError:
+                continue
+        await asyncio.sleep(0.01)
     return None
+
+
+def close_quietly(fd):
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 class Sandbox:
@@ -108,7 +272,8 @@ class Sandbox:
         os.chmod(self.connection_dir, 0o700)
         # rlimits mode has no tmpfs: the private folder is a real one, removed afterwards
         self.fallback_home = None if self.mode == "bwrap" else tempfile.mkdtemp(prefix="qkv-student-")
-        self.pids_cgroup = _pids_cgroup(limits.processes + (4 if template_script else 0))  # + template, keeper
+        # memory for all its processes together and their number; a template's kernels get a cgroup each
+        self.cgroup = KernelCgroup(limits.memory_bytes, limits.processes + (4 if template_script else 0))
         self.env = {"PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin", "LANG": "C.UTF-8",
                     "MPLBACKEND": "module://matplotlib_inline.backend_inline", "PYTHONDONTWRITEBYTECODE": "1",
                     "PYDEVD_DISABLE_FILE_VALIDATION": "1", **(env or {})}
@@ -124,16 +289,25 @@ class Sandbox:
         """The command that runs `argv` (a kernel) inside these walls."""
         env = dict(self.env, HOME=self.home, TMPDIR=self.home if self.mode == "rlimits" else "/tmp",
                    MPLCONFIGDIR=os.path.join(self.home, ".matplotlib"))
-        limits = ["prlimit", f"--as={self.limits.memory_bytes}", f"--nproc={self.limits.processes}",
+        limits = ["prlimit", f"--as={self.address_space_bytes}", f"--nproc={self.limits.processes}",
                   f"--fsize={self.limits.file_bytes}", "--core=0",
                   f"--cpu={self.limits.cpu_seconds}:{self.limits.cpu_seconds + 10}", "--"]
-        # RLIMIT_NPROC does not bind root (the grader under CI): a pids cgroup, where one can be made, does
-        enter = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', self.pids_cgroup] if self.pids_cgroup else []
         if self.mode == "rlimits":
             self._prepare_fallback_home()
-            return enter + limits + ["env", "-i", f"--chdir={self.fallback_home}"] + \
-                [f"{k}={v}" for k, v in env.items()] + argv
-        return enter + limits + self._bwrap(env) + ["--"] + argv
+            return self.cgroup.enter(limits + ["env", "-i", f"--chdir={self.fallback_home}"] +
+                                     [f"{k}={v}" for k, v in env.items()] + argv)
+        return self.cgroup.enter(limits + self._bwrap(env) + ["--"] + argv)
+
+    @property
+    def address_space_bytes(self):
+        """Each process's address space: the memory limit itself where no cgroup binds the tree's memory; twice it
+        where one does. Address space is not memory (a forked kernel maps 0.9 GB before the student allocates
+        anything); under the cgroup the rlimit only turns one absurd allocation into a MemoryError."""
+        return self.limits.memory_bytes * (2 if "memory" in self.cgroup.folders else 1)
+
+    @property
+    def connection_file(self):
+        return os.path.join(self.connection_dir, "kernel.json")
 
     def _bwrap(self, env):
         args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
@@ -149,7 +323,11 @@ class Sandbox:
             args += ["--ro-bind", font_list, os.path.join(env["MPLCONFIGDIR"], os.path.basename(font_list))]
         if self.notebook_path:
             args += ["--ro-bind", self.notebook_path, os.path.join(self.HOME, os.path.basename(self.notebook_path))]
-        args += ["--bind", self.connection_dir, self.connection_dir, "--chdir", self.HOME]
+        args += ["--chdir", self.HOME]
+        if not self.template_script:  # a capped tmpfs the grader reaches through /proc (open_socket_folder)
+            args += ["--size", str(self.limits.socket_bytes), "--tmpfs", SOCKET_FOLDER]
+            if os.path.exists(self.connection_file):
+                args += ["--ro-bind", self.connection_file, os.path.join(SOCKET_FOLDER, "kernel.json")]
         for name, value in env.items():
             args += ["--setenv", name, value]
         if self.template_script:
@@ -169,30 +347,52 @@ class Sandbox:
         for folder in (self.connection_dir if self.owns_connection_dir else None, self.fallback_home):
             if folder:
                 shutil.rmtree(folder, ignore_errors=True)
-        if self.pids_cgroup:
-            for _ in range(50):  # a cgroup can be removed once its last process has gone
-                try:
-                    os.rmdir(self.pids_cgroup)
-                    break
-                except OSError:
-                    time.sleep(0.1)
+        self.cgroup.remove()
+
+
+class SandboxedProvisioner(LocalProvisioner):
+    """LocalProvisioner that, once the sandboxed kernel runs, points the grader at its sockets (see
+    open_socket_folder) and reports its limits when it is gone."""
+
+    socket_fd = None
+
+    async def launch_kernel(self, cmd, **kwargs):
+        info = await super().launch_kernel(cmd, **kwargs)
+        if self.parent.sandbox.mode == "bwrap":
+            self.socket_fd = await open_socket_folder(self.process.pid, lambda: self.process.poll() is None)
+            if self.socket_fd is not None:  # else the kernel died at once: the manager will see it has
+                info = dict(info, ip=f"/proc/self/fd/{self.socket_fd}/kernel")
+        return info
+
+    async def cleanup(self, restart=False):
+        await super().cleanup(restart)
+        close_quietly(self.socket_fd)
+        self.socket_fd = None
 
 
 class SandboxedKernelManager(AsyncKernelManager):
-    """A kernel manager whose kernels start inside a Sandbox and listen on IPC sockets in its folder."""
+    """A kernel manager whose kernels start inside a Sandbox and listen on IPC sockets in its capped tmpfs."""
 
     sandbox = Any()
     transport = Unicode("ipc")
 
     def __init__(self, **kwargs):
         sandbox = kwargs["sandbox"]
-        kwargs.setdefault("ip", os.path.join(sandbox.connection_dir, "kernel"))
-        kwargs.setdefault("connection_file", os.path.join(sandbox.connection_dir, "kernel.json"))
+        inside = sandbox.mode == "bwrap"  # the connection file names the sockets as the kernel will see them
+        kwargs.setdefault("ip", os.path.join(SOCKET_FOLDER if inside else sandbox.connection_dir, "kernel"))
+        kwargs.setdefault("connection_file", sandbox.connection_file)
         super().__init__(**kwargs)
+
+    async def _async_pre_start_kernel(self, **kw):
+        if self.provisioner is None:
+            self.kernel_id = self.kernel_id or kw.get("kernel_id") or "sandboxed"
+            self.provisioner = SandboxedProvisioner(kernel_id=self.kernel_id, kernel_spec=self.kernel_spec, parent=self)
+        return await super()._async_pre_start_kernel(**kw)
 
     def format_kernel_cmd(self, extra_arguments=None):
         argv = super().format_kernel_cmd(extra_arguments)
         if os.path.basename(argv[0]) in ("python", "python3"):
             argv[0] = sys.executable  # the kernelspec's bare "python" means the grader's environment
+        if self.sandbox.mode == "bwrap":
+            argv = [os.path.join(SOCKET_FOLDER, "kernel.json") if a == self.connection_file else a for a in argv]
         return self.sandbox.wrap(argv)
-

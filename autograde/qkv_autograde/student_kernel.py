@@ -150,15 +150,32 @@ class StudentKernel:
 
     # ------------------------------------------------------------ life cycle
 
+    class FailedToStart(RuntimeError):
+        """No kernel could be started for this submission, after every attempt."""
+
+    START_ATTEMPTS = 3  # a kernel that dies or stays silent at start is tried again, with a longer deadline
+
     def start(self):
-        km = self.make_kernel_manager()
-        self.client = BoundedOutputClient(nbformat.v4.new_notebook(), self.output_bytes, km=km,
-                                          timeout=self.cell_seconds, startup_timeout=self.startup_seconds,
-                                          allow_errors=True, interrupt_on_timeout=False, iopub_timeout=10,
-                                          record_timing=False, shutdown_kernel="immediate")
-        # what the kernel writes to its own stdout/stderr (banners, os.write(1, ...)) is no business of the grader's
-        self.client.start_new_kernel(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.client.start_new_kernel_client()
+        failures = []
+        for attempt in range(self.START_ATTEMPTS):
+            km = self.make_kernel_manager()
+            self.client = BoundedOutputClient(nbformat.v4.new_notebook(), self.output_bytes, km=km,
+                                              timeout=self.cell_seconds,
+                                              startup_timeout=int(self.startup_seconds * (1 + attempt / 2)),
+                                              allow_errors=True, interrupt_on_timeout=False, iopub_timeout=10,
+                                              record_timing=False, shutdown_kernel="immediate")
+            try:
+                # what the kernel writes to its own stdout/stderr (banners, os.write(1, ...)) is not the grader's
+                self.client.start_new_kernel(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                self.client.start_new_kernel_client()
+                break
+            except Exception as error:  # no student code has run yet: the machine, not the submission
+                failures.append(f"attempt {attempt + 1}: {type(error).__name__}: {error}")
+                if self.log:
+                    self.log.warning("kernel failed to start (%s)", failures[-1])
+                self.close()
+        else:
+            raise self.FailedToStart("; ".join(failures))
         if self.preamble:
             self._execute(_code_cell(self.preamble), self.RPC_INDEX, self.cell_seconds,
                           store_history=False)
