@@ -126,6 +126,18 @@ def test_cgroups_can_be_made_here():
     assert not cgroup.folders
 
 
+def test_where_no_cgroup_can_be_made_the_report_says_which_limit_is_per_process_only(monkeypatch, tmp_path):
+    monkeypatch.setattr(sandbox, "CGROUP_ROOT", str(tmp_path / "no-cgroups"))
+    walls = sandbox.Sandbox(("/nonexistent", "/nonexistent"), limits=sandbox.Limits(memory_bytes=GiB))
+    try:
+        assert walls.cgroup.missing == ["memory", "pids"]
+        assert f"--as={GiB}" in walls.wrap(["python", "-c", "pass"])  # the rlimit is then the memory limit
+        (name, detail), = sandbox.limit_events(walls.cgroup)
+    finally:
+        walls.cleanup()
+    assert name == "isolation partial" and "no memory cgroup" in detail and "no pids cgroup" in detail, detail
+
+
 @pytest.mark.parametrize("route", ["fresh", "forked"])
 def test_a_kernels_processes_together_hold_no_more_than_its_memory_limit(route, request):
     template = request.getfixturevalue("template") if route == "forked" else None
