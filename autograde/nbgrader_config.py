@@ -45,7 +45,8 @@ from qkv_autograde.preprocessors import (RecordAnomalies, RecoverMetadata, Resto
 
 # nbgrader has no setting for the converter class; staging, resume and the anomaly report are class-level steps
 nbgrader.apps.autogradeapp.Autograde = QkvAutograde
-c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKernelspec, RecoverMetadata,
+# RecoverMetadata first: nbgrader's own steps trust the cells' metadata, and a student can write anything there
+c.Autograde.sanitize_preprocessors = [RecoverMetadata, ClearOutput, DeduplicateIds, OverwriteKernelspec,
                                       RestoreLockedCells, CheckCellMetadata]
 c.Autograde.autograde_preprocessors = [SandboxedExecute, IgnorePattern, LimitOutput, SaveAutoGrades,
                                        AssignLatePenalties, CheckCellMetadata, RecordAnomalies]

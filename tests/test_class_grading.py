@@ -180,6 +180,11 @@ def small_class(tmp_path_factory):
     done = grade_with_make_grade(instructor, "--jobs", "2")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "graded 4 submission(s)" in done.stdout and "feedback failed" not in done.stdout, done.stdout
+    assert "4 graded by the local workers, 0 here" in done.stdout, done.stdout
+    # every phase with a known size shows its progress, each bar starting from its real total (issue 21)
+    for phase in (f"grading {LESSON}: 100%", "4/4", f"feedback {LESSON}: 100%", "grades.csv and item analysis: 100%"):
+        assert phase in done.stderr, (phase, done.stderr[-2000:])
+    assert "0submission" not in done.stderr
     return instructor
 
 

@@ -13,7 +13,6 @@ import concurrent.futures
 import multiprocessing
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -24,7 +23,7 @@ from tqdm import tqdm
 
 from . import feedback as feedback_pages
 from . import bulk_grading, intake, item_analysis, parallel, report, submissions
-from .converter import completely_graded
+from .converter import completely_graded, ensure_in_gradebook
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -37,6 +36,7 @@ class LocalWorkers:
     """Worker processes on this machine, each warmed once for the lesson."""
 
     sees_the_course = True  # they can read the gradebook and autograded/, so they can write feedback too
+    where = "by the local workers"
 
     def __init__(self, jobs, lesson, settings=None):
         # Forked from this process, a worker starts with nbgrader, nbconvert and numpy already imported (about
@@ -57,18 +57,40 @@ class LocalWorkers:
 
 
 class DaskWorkers:
-    """The same jobs on a Dask distributed cluster; results come back here, the only writer of the gradebook."""
+    """The same jobs on a Dask distributed cluster; results come back here, the only writer of the gradebook.
+
+    The grader's code goes to the workers with the jobs (parallel.code_for_workers), and every worker is warmed and
+    checked before grading starts: a cluster that cannot grade (no workers, a worker that cannot import or warm the
+    grader) stops the run with the reason, instead of failing every task and leaving this process to grade the
+    class alone."""
 
     sees_the_course = False  # remote: no gradebook, no autograded/ folder
+    where = "on the cluster"
 
-    def __init__(self, address, lesson, settings=None):
+    def __init__(self, address, lesson, settings=None, wait_seconds=60):
         from dask.distributed import Client
 
-        self.client = address if not isinstance(address, str) else Client(address)
-        self.client.run(parallel.warm_up, lesson, settings)
+        try:
+            self.client = address if not isinstance(address, str) else Client(address, timeout=30)
+        except (OSError, TimeoutError) as error:
+            raise SystemExit(f"qkv grader: could not reach the Dask scheduler at {address} ({error}); start it "
+                             f"(`dask scheduler`) or grade without --scheduler") from None
+        try:
+            self.client.wait_for_workers(1, timeout=wait_seconds)
+        except TimeoutError:
+            raise SystemExit(f"qkv grader: the Dask scheduler at {address} has no workers after {wait_seconds} s; "
+                             f"start some (`dask worker {address} --nthreads 1`) or grade without --scheduler") from None
+        self.client.register_plugin(parallel.code_for_workers())
+        ready = self.client.run(parallel.worker_ready, lesson, settings, on_error="return")
+        broken = {worker: reply for worker, reply in ready.items() if isinstance(reply, BaseException)}
+        if broken:
+            raise SystemExit(f"qkv grader: {len(broken)} of the {len(ready)} Dask workers cannot grade {lesson}, "
+                             "nothing was graded:\n" + "\n".join(f"  {worker}: {type(error).__name__}: {error}"
+                                                                for worker, error in sorted(broken.items())))
+        self.jobs = len(ready)
 
     def submit(self, fn, *args):
-        return self.client.submit(fn, *args, pure=False)
+        return self.client.submit(parallel.by_name(fn), *args, pure=False)
 
     def close(self):
         pass  # the cluster belongs to whoever started it
@@ -98,91 +120,107 @@ def _sanitized(app, lesson, student, notebook, path):
     return nb
 
 
-def prefetch(app, lesson, workers, force, bar, regrade=()):
-    """Stage every submission and send each pending one to a worker; returns (students sent, staging entries).
-    `regrade`: students whose submission was collected again, graded anew even if graded before."""
+def prefetch(app, lesson, workers, force, regrade=()):
+    """Stage every submission and send each pending one to a worker; returns (students sent, staging entries, the
+    progress bar of grading). `regrade`: students whose submission was collected again, graded anew even if graded
+    before.
+
+    Each submission is prepared under its own guard: one that cannot be sanitized is not sent, and nbgrader's own
+    pass (QkvAutograde) then grades it 0 with the reason, as the stock command does."""
     course = app.coursedir
     release, names = submissions.released(course, lesson)
     source = {n: nbformat.writes(nbformat.read(os.path.join(course.format_path(course.source_directory, ".", lesson),
                                                             f"{n}.ipynb"), as_version=4)) for n in names}
     settings = parallel.settings_of(app.config)
-    sent = []
     staged_entries = submissions.stage(course.root, course.submitted_directory, lesson, names, release,
                                        course.student_id)
+    pending = []
     for entry in staged_entries:
         staged = os.path.join(course.root, submissions.STAGED, entry.student, lesson, f"{entry.notebook}.ipynb")
         graded = os.path.join(course.format_path(course.autograded_directory, entry.student, lesson))
         if entry.student in regrade and os.path.isdir(graded):
             shutil.rmtree(graded)  # nbgrader regrades a submission whose graded copy is missing
-        if entry.refused or not os.path.exists(staged) or (not force and completely_graded(graded)):
+        if not entry.refused and os.path.exists(staged) and (force or not completely_graded(graded)):
+            pending.append((entry, staged))
+    bar = progress(f"grading {lesson}", len(pending), "submission")
+    sent = []
+    for entry, staged in pending:
+        try:
+            nb = _sanitized(app, lesson, entry.student, entry.notebook, staged)
+        except Exception as error:
+            print(f"qkv grader: {entry.student}'s {entry.notebook} could not be prepared for grading "
+                  f"({type(error).__name__}: {error}); graded 0 below", file=sys.stderr)
+            bar.update()
             continue
-        nb = _sanitized(app, lesson, entry.student, entry.notebook, staged)
         future = workers.submit(parallel.execute_submission, lesson, nbformat.writes(nb), source[entry.notebook],
                                 settings)
         future.add_done_callback(lambda _: bar.update())
         parallel.PENDING[(entry.student, entry.notebook)] = parallel.Pending(parallel.fingerprint(nb), future)
         sent.append(entry.student)
-    bar.total = len(sent)
-    bar.refresh()
-    return sent, staged_entries
+    return sent, staged_entries, bar
 
 
-def _nbgrader(*args):
-    return subprocess.run([os.path.join(os.path.dirname(sys.executable), "nbgrader"), *args, "--log-level=WARN"],
-                          capture_output=True, text=True)
+def progress(description, total, unit):
+    """A progress bar on stderr for a phase whose size is known; a phase with nothing to do shows none."""
+    return tqdm(total=total, desc=description, unit=unit, file=sys.stderr, dynamic_ncols=True, disable=total == 0)
 
 
-def _ensure_assignment(lesson):
-    """nbgrader grades only assignments its gradebook knows: a fresh course gets the lesson released first."""
-    from nbgrader.api import Gradebook, MissingEntry
-    from nbgrader.coursedir import CourseDirectory
-    from traitlets.config import PyFileConfigLoader
-
-    config = PyFileConfigLoader("nbgrader_config.py", path=HERE).load_config()
-    try:
-        with Gradebook(CourseDirectory(config=config).db_url) as gb:
-            gb.find_assignment(lesson)
-            return
-    except MissingEntry:
-        pass
-    done = _nbgrader("generate_assignment", lesson, "--force")
-    if done.returncode != 0:
-        raise SystemExit(f"could not prepare {lesson} for grading:\n{done.stderr[-2000:]}")
+FEEDBACK_SHARE = 5  # students per call of feedback.generate written here: the progress bar moves every few pages
 
 
 def feedback(coursedir, lesson, sent, workers, force):
     """Feedback pages for the lesson's graded students, as `nbgrader generate_feedback lesson [--force]` writes them
     (without --force it skips the students whose pages are up to date); returns the students whose feedback failed.
 
-    Local workers are warm and idle once grading is done: each writes the pages of a disjoint share of the class,
+    Local workers are warm and idle once grading is done: they write the pages of disjoint shares of the class,
     reading the gradebook, which nobody writes by now. With a remote cluster, the pages are written here."""
     students = feedback_pages.graded_students(coursedir, lesson)
-    if not workers.sees_the_course:
-        return feedback_pages.generate(lesson, students, force)
-    # the students just graded need new pages, the others are usually up to date: spread the first evenly. No more
-    # shares than workers the pool has started (one per submission sent, up to jobs): a new one would start cold.
+    # the students just graded need new pages, the others are usually up to date: spread the first evenly
     graded = set(students)
     ordered = list(dict.fromkeys([s for s in sent if s in graded] + students))  # sent: once per notebook
-    count = max(1, min(workers.jobs, len(sent)))
-    shares = [ordered[k::count] for k in range(count) if ordered[k::count]]
-    running = []
-    for share in shares:
-        try:
-            running.append((share, workers.submit(feedback_pages.generate, lesson, share, force)))
-        except RuntimeError:  # the pool is broken (a worker was lost during grading): written below, here
-            running.append((share, None))
+    bar = progress(f"feedback {lesson}", len(ordered), "student")
+    try:
+        if not workers.sees_the_course:
+            return sorted(_feedback_here(lesson, ordered, force, bar))
+        # A pool that started fewer workers than it may (fewer submissions than jobs) would start a cold one for
+        # each share beyond those it has: one share per started worker then. Otherwise a few shares per worker,
+        # so that the bar moves while they write.
+        count = max(1, min(workers.jobs, len(sent)))
+        pieces = min(len(ordered), 3 * count) if count == workers.jobs else count
+        shares = [ordered[k::pieces] for k in range(pieces) if ordered[k::pieces]]
+        running = []
+        for share in shares:
+            try:
+                future = workers.submit(feedback_pages.generate, lesson, share, force)
+                future.add_done_callback(lambda _, n=len(share): bar.update(n))
+                running.append((share, future))
+            except RuntimeError:  # the pool is broken (a worker was lost during grading): written below, here
+                running.append((share, None))
+        failed = []
+        for share, future in running:
+            try:
+                failed += future.result()
+            except Exception as error:  # a worker lost while writing, or never given the share: written here
+                if future is not None:
+                    print(f"qkv grader: a worker writing feedback failed ({error!r}); writing its share here",
+                          file=sys.stderr)
+                else:
+                    bar.update(len(share))
+                # --force: a worker lost half-way may have left a student's folder without its page, which nbgrader
+                # would take for up to date; rewriting a page that was complete gives the same page
+                failed += feedback_pages.generate(lesson, share, True)
+        return sorted(failed)
+    finally:
+        bar.close()
+
+
+def _feedback_here(lesson, students, force, bar):
     failed = []
-    for share, future in running:
-        try:
-            failed += future.result()
-        except Exception as error:  # a worker lost while writing, or never given the share: written here instead
-            if future is not None:
-                print(f"qkv grader: a worker writing feedback failed ({error!r}); writing its share here",
-                      file=sys.stderr)
-            # --force: a worker lost half-way may have left a student's folder without its page, which nbgrader
-            # would take for up to date; rewriting a page that was complete gives the same page
-            failed += feedback_pages.generate(lesson, share, True)
-    return sorted(failed)
+    for k in range(0, len(students), FEEDBACK_SHARE):
+        share = students[k:k + FEEDBACK_SHARE]
+        failed += feedback_pages.generate(lesson, share, force)
+        bar.update(len(share))
+    return failed
 
 
 def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False, out=sys.stdout):
@@ -191,22 +229,24 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
     started = time.monotonic()
     notes = []
     if submissions_path:
-        notes = intake.collect(submissions_path, HERE, lesson)
+        with progress(f"collecting {os.path.basename(os.path.normpath(submissions_path))}", 1, "export") as bar:
+            notes = intake.collect(submissions_path, HERE, lesson)
+            bar.update()
     jobs = jobs or default_jobs()
     bulk_grading.enable()
-    _ensure_assignment(lesson)
     app = _nbgrader_app(lesson, force)
+    ensure_in_gradebook(app.coursedir, lesson, app.log)  # the sanitize step below reads the lesson's cells there
     scheduler = scheduler or os.environ.get("DASK_SCHEDULER")
     settings = parallel.settings_of(app.config)
     workers = DaskWorkers(scheduler, lesson, settings) if scheduler else LocalWorkers(jobs, lesson, settings)
     parallel.PENDING.clear()
     parallel.SANITIZED.clear()
     parallel.MEASUREMENTS.clear()
-    bar = tqdm(total=0, unit="submission", desc=f"grading {lesson}", file=sys.stderr, dynamic_ncols=True)
+    parallel.GRADED_HERE.clear()
     try:  # the workers stay up after grading: local ones write the feedback
+        recollected = {n["student"] for n in notes if n["name"] == "collected again"}
+        sent, staged, bar = prefetch(app, lesson, workers, force, regrade=recollected)
         try:
-            recollected = {n["student"] for n in notes if n["name"] == "collected again"}
-            sent, staged = prefetch(app, lesson, workers, force, bar, regrade=recollected)
             app.start()
         finally:
             bar.close()
@@ -217,23 +257,27 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
             report.write(HERE, app.coursedir.db_url, lesson, staged, by_student)
         for unclaimed in parallel.PENDING.values():  # sent, but nbgrader did not grade it: not worth waiting for
             unclaimed.future.cancel()
-        failed_feedback = feedback(app.coursedir, lesson, sent, workers, force) if sent else []
+        failed_feedback = feedback(app.coursedir, lesson, sent, workers, force) if bar.total else []
     finally:
         workers.close()
-    feedback_pages.export_grades("grades.csv")  # byte for byte `nbgrader export --to grades.csv`
-    items = item_analysis.write(HERE, app.coursedir.db_url, lesson)
-    return summary(lesson, sent, notes, failed_feedback, items, time.monotonic() - started, out)
+    with progress("grades.csv and item analysis", 2, "file") as files:
+        feedback_pages.export_grades("grades.csv")  # byte for byte `nbgrader export --to grades.csv`
+        files.update()
+        items = item_analysis.write(HERE, app.coursedir.db_url, lesson)
+        files.update()
+    return summary(lesson, bar.total, workers.where, notes, failed_feedback, items, time.monotonic() - started, out)
 
 
-def summary(lesson, sent, notes, failed_feedback, items, seconds, out):
+def summary(lesson, graded, where, notes, failed_feedback, items, seconds, out):
     import csv
     report = os.path.join(HERE, f"anomalies-{lesson}.csv")
-    rows = list(csv.DictReader(open(report))) if os.path.exists(report) else []
+    rows = list(csv.DictReader(open(report, newline=""))) if os.path.exists(report) else []
     flagged = [r for r in rows if r["anomalies"]]
     measured = parallel.MEASUREMENTS
     cpu = sum(m["cpu_seconds"] for m in measured) / len(measured) if measured else 0.0
-    lines = [f"{lesson}: graded {len(sent)} submission(s) in {seconds:.0f} s "
-             f"({len(rows) - len(sent)} already graded or refused); {len(flagged)} flagged in the anomaly report.",
+    lines = [f"{lesson}: graded {graded} submission(s) in {seconds:.0f} s "
+             f"({len(rows) - graded} already graded or refused); {len(flagged)} flagged in the anomaly report.",
+             f"  {len(measured)} graded {where}, {len(parallel.GRADED_HERE)} here" if graded else "",
              f"  CPU per submission (worker and its kernel): {cpu:.1f} s" if measured else "",
              f"  intake notes: {len(notes)}" if notes else "",
              f"  feedback failed for {len(failed_feedback)} student(s): {', '.join(failed_feedback)}"
@@ -243,8 +287,8 @@ def summary(lesson, sent, notes, failed_feedback, items, seconds, out):
              f"  items:     {items}" if items else "",
              f"  feedback:  {os.path.join(HERE, 'feedback')}/<student>/{lesson}/"]
     print("\n".join(line for line in lines if line), file=out)
-    return {"sent": sent, "flagged": flagged, "measurements": list(measured), "seconds": seconds, "notes": notes,
-            "failed_feedback": failed_feedback}
+    return {"graded": graded, "flagged": flagged, "measurements": list(measured), "seconds": seconds,
+            "notes": notes, "failed_feedback": failed_feedback, "graded_here": list(parallel.GRADED_HERE)}
 
 
 def main(argv=None):

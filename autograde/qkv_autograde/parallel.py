@@ -12,14 +12,23 @@ A worker pays its start-up once (numpy, matplotlib, qkv, the lesson's hidden tes
 and SmolLM2's weights for the lessons that run the model in the grader), and so do its kernels: every submission
 gets a fresh sandboxed kernel of its own, forked from the worker's warm kernel template (forked_kernels.py), or
 started afresh where no template can be made.
+
+A Dask cluster gets the grader's own code from the coordinator (`code_for_workers`): its workers need the
+environment (`make install`) but not this folder on their path, and every worker is warmed and checked before a
+single submission is sent, so a cluster that cannot grade stops the run with the reason instead of leaving the
+coordinator to grade the class alone.
 """
 import dataclasses
+import glob
+import hashlib
 import importlib
+import io
 import json
 import logging
 import os
 import resource
 import time
+import zipfile
 
 import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
@@ -101,6 +110,70 @@ def fill_model_results(lesson, blas_threads):
         logging.getLogger("qkv_autograde").warning("qkv grader: could not fill the model results cache (%s)", error)
 
 
+def worker_ready(lesson, settings=None):
+    """Run on each worker of a cluster before grading: warm it for `lesson`; returns where its grader code is."""
+    warm_up(lesson, settings)
+    return {"pid": os.getpid(), "grader": os.path.dirname(os.path.abspath(__file__))}
+
+
+GRADER_PACKAGES = ("qkv_autograde", "qkv_grading")  # the grader and the hidden tests; the environment has qkv
+
+
+def grader_code():
+    """(a zip of the grader's packages, its digest): the same bytes for the same code, whatever the files' dates."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for package in GRADER_PACKAGES:
+            for path in sorted(glob.glob(os.path.join(root, package, "*.py"))):
+                with open(path, "rb") as f:
+                    archive.writestr(zipfile.ZipInfo(os.path.relpath(path, root)), f.read())
+    data = buffer.getvalue()
+    return data, hashlib.sha256(data).hexdigest()[:16]
+
+
+def code_for_workers():
+    """A Dask worker plugin that unpacks the grader's code into each worker's own folder (real files: a warm
+    kernel template runs one of them as a script) and puts it first on the worker's path, on every worker,
+    including those that join later. The class is defined inside this function so that Dask sends the class
+    itself, by value: a worker could not import it from qkv_autograde before it has run."""
+    from distributed import WorkerPlugin
+
+    class GraderCode(WorkerPlugin):
+        name = "qkv-grader-code"  # registered again (the next run), it replaces itself
+
+        def __init__(self, data, digest):
+            self.data, self.digest = data, digest
+
+        def setup(self, worker):
+            import io as _io
+            import os as _os
+            import sys as _sys
+            import zipfile as _zipfile
+            folder = _os.path.join(worker.local_directory, f"qkv-grader-{self.digest}")
+            if not _os.path.isdir(folder):
+                _zipfile.ZipFile(_io.BytesIO(self.data)).extractall(folder + ".part")
+                _os.replace(folder + ".part", folder)
+            if folder not in _sys.path:
+                _sys.path.insert(0, folder)
+
+    return GraderCode(*grader_code())
+
+
+def by_name(function):
+    """`function` as a Dask task that a scheduler without the grader's code can take: the scheduler unpickles every
+    task it is sent ("Error during deserialization of the task graph"), and only the workers get the grader's code
+    (code_for_workers). The closure below travels by value and imports the function on the worker."""
+    module, name = function.__module__, function.__qualname__
+
+    def call(*args):
+        import importlib as _importlib
+        return getattr(_importlib.import_module(module), name)(*args)
+
+    call.__name__ = call.__qualname__ = name  # the task's name on the dashboard
+    return call
+
+
 def _cpu_seconds():
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
@@ -135,6 +208,7 @@ class Pending:
 PENDING = {}        # (student, notebook) -> Pending, filled by the coordinator before nbgrader runs
 SANITIZED = {}      # (student, notebook) -> (the submission as read, as sanitized), likewise
 MEASUREMENTS = []   # one dict per submission a worker graded
+GRADED_HERE = []    # the students the coordinator graded itself (their worker failed, or their notebook changed)
 
 
 class PrefetchedSanitize(NbGraderPreprocessor):
@@ -176,6 +250,7 @@ class PooledExecute(preprocessors.SandboxedExecute):
         elif pending is not None:
             self.log.warning("qkv grader: %s changed between staging and grading; grading it here",
                              nbg["student"])
+        GRADED_HERE.append(nbg["student"])
         return super().preprocess(nb, resources)
 
 

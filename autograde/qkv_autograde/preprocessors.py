@@ -1,7 +1,8 @@
 """nbgrader preprocessors of the qkv grader, one job each, chained in nbgrader_config.py.
 
-Sanitize step (before nbgrader's own OverwriteCells):
-    RecoverMetadata      a notebook whose nbgrader cell metadata was stripped gets it back by matching cell content
+Sanitize step (RecoverMetadata first, before any of nbgrader's own steps reads the metadata):
+    RecoverMetadata      every cell's nbgrader metadata is the assignment's again: corrupt or forged metadata and
+                         duplicate graded cells repaired, stripped metadata given back by matching cell content
     RestoreLockedCells   nbgrader's OverwriteCells, but "locked cell edited" only when the student really changed it
 Autograde step (in place of nbgrader's Execute):
     SandboxedExecute     answer cells in the sandboxed kernel, test cells in this process (verdicts.py)
@@ -54,11 +55,25 @@ def _course(config):
 # ---------------------------------------------------------------- sanitize
 
 class RecoverMetadata(NbGraderPreprocessor):
-    """Give back nbgrader metadata stripped from a submission (some editors and tools drop it), matched by content.
+    """Make a submission's nbgrader metadata the assignment's again, before nbgrader reads any of it.
 
-    The submission is aligned cell by cell with the released notebook (difflib over cell type and text): cells the
-    student did not change line up exactly, and the answer cells between them line up by place, or by the name
-    they define (`def softmax(`) when the student added or removed cells around them.
+    First in the sanitize chain, because nbgrader's own steps trust that metadata and raise on what a student can
+    write (a list for a `grade_id`, `"abc"` for points, a test cell flagged as an answer, whose checksum can then
+    never match), which stopped the whole class. Each repair is named in the anomaly report:
+
+    - `corrupt metadata`: a cell whose nbgrader metadata is not what the assignment gave that cell (other flags or
+      points, absurd types, an id the assignment does not have) gets the released cell's metadata back, or loses it
+      when it names no released cell;
+    - `duplicate test cell` / `duplicate answer cell`: a graded cell handed in more than once is kept once (the
+      last copy, as nbgrader's DeduplicateIds keeps); extra copies of a test cell are dropped, extra copies of an
+      answer cell stay as ordinary cells;
+    - `metadata stripped`: cells that lost their metadata (some editors drop it) get it back by content: the
+      submission is aligned cell by cell with the released notebook (difflib over cell type and text), so cells
+      the student did not change line up exactly, and the answer cells between them line up by place, or by the
+      name they define (`def softmax(`) when the student added or removed cells around them.
+
+    The notebook's own `qkv` metadata keeps only the anomalies staging wrote (submissions.py): a completion stamp
+    or any other key in a submission is the student's, not the grader's.
     """
 
     def preprocess(self, nb, resources):
@@ -66,18 +81,104 @@ class RecoverMetadata(NbGraderPreprocessor):
         course = _course(self.config)
         release = nbformat.read(os.path.join(course.format_path(course.release_directory, ".", nbg["assignment"]),
                                              f"{nbg['notebook']}.ipynb"), as_version=4)
+        _keep_only_staged_anomalies(nb)
+        reset = repair_metadata(nb, release)
+        drop_duplicates(nb, release)
         wanted = {_grade_id(c) for c in release.cells if _grade_id(c)}
         missing = wanted - {_grade_id(c) for c in nb.cells if _grade_id(c)}
         if not missing:
             return nb, resources
         matched = match_stripped_cells(nb, release)
-        if matched:
-            add_anomaly(nb, "metadata stripped", f"restored nbgrader metadata of {len(matched)} cells by content")
+        stripped = [name for name, j in matched.items() if id(nb.cells[j]) not in reset]
+        if stripped:
+            add_anomaly(nb, "metadata stripped", f"restored nbgrader metadata of {len(stripped)} cells by content")
         lost = sorted(name for name in missing - set(matched)
                       if release.cells[[_grade_id(c) for c in release.cells].index(name)].metadata["nbgrader"].get("solution"))
         if lost:
             add_anomaly(nb, "answer cell missing", ", ".join(lost))
         return nb, resources
+
+
+# what nbgrader decides with: a cell whose values of these differ from the release's is not the released cell
+GRADING_KEYS = ("grade_id", "grade", "solution", "locked", "task", "points", "cell_type")
+
+
+def _keep_only_staged_anomalies(nb):
+    if not isinstance(nb.get("metadata"), dict):
+        nb["metadata"] = nbformat.NotebookNode()
+    qkv = nb.metadata.get("qkv")
+    staged = qkv.get("anomalies") if isinstance(qkv, dict) else None
+    nb.metadata["qkv"] = {"anomalies": [a for a in staged if _is_anomaly(a)] if isinstance(staged, list) else []}
+
+
+def _is_anomaly(entry):
+    return isinstance(entry, dict) and isinstance(entry.get("name"), str) and isinstance(entry.get("detail"), str)
+
+
+def repair_metadata(nb, release):
+    """Give every cell that claims an nbgrader role the released metadata of that role, or none; returns the ids
+    (`id(cell)`) of the cells whose metadata was removed, which the content matching may give back."""
+    released = {_grade_id(c): c.metadata["nbgrader"] for c in release.cells if _grade_id(c)}
+    removed, notes = set(), []
+    for index, cell in enumerate(nb.cells):
+        if not isinstance(cell.get("metadata"), dict):
+            cell["metadata"] = nbformat.NotebookNode()
+            notes.append(f"cell {index}: its metadata was not a mapping")
+        if not isinstance(cell.get("source"), str):
+            cell["source"] = ""
+            notes.append(f"cell {index}: its source was not text")
+        if "nbgrader" not in cell.metadata:
+            continue
+        meta = cell.metadata["nbgrader"]
+        name = meta.get("grade_id") if isinstance(meta, dict) else None
+        if isinstance(name, str) and name in released:
+            if any(_value(meta, key) != _value(released[name], key) for key in GRADING_KEYS):
+                changed = [key for key in GRADING_KEYS if _value(meta, key) != _value(released[name], key)]
+                notes.append(f"{name}: {', '.join(changed)} differed from the assignment; restored")
+                cell.metadata["nbgrader"] = copy.deepcopy(released[name])
+        else:
+            del cell.metadata["nbgrader"]
+            removed.add(id(cell))
+            if meta:  # nbgrader's DeduplicateIds leaves an empty mapping: nothing claimed, nothing to say
+                notes.append(f"cell {index}: nbgrader metadata naming no cell of the assignment "
+                             f"({_shown(name if isinstance(meta, dict) else meta)}); removed")
+    if notes:
+        add_anomaly(nb, "corrupt metadata", "; ".join(notes)[:2000])
+    return removed
+
+
+def _value(meta, key):
+    value = meta.get(key, False if key in ("grade", "solution", "locked", "task") else None)
+    if key == "points" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return value if isinstance(value, (str, bool, float, type(None))) else repr(value)
+
+
+def _shown(value):
+    return repr(value)[:80]
+
+
+def drop_duplicates(nb, release):
+    """Keep one copy (the last) of each graded cell: more copies of a test cell are removed, more copies of an
+    answer cell keep their code but lose their nbgrader role."""
+    last = {_grade_id(c): i for i, c in enumerate(nb.cells) if _grade_id(c)}
+    tests, answers, kept = set(), set(), []
+    for index, cell in enumerate(nb.cells):
+        name = _grade_id(cell)
+        if name is None or last[name] == index:
+            kept.append(cell)
+        elif cell.metadata["nbgrader"].get("solution"):
+            answers.add(name)
+            del cell.metadata["nbgrader"]
+            kept.append(cell)
+        else:
+            tests.add(name)  # a test (or other locked) cell: a second copy would only run a test twice
+    nb.cells = kept
+    if tests:
+        add_anomaly(nb, "duplicate test cell", f"{', '.join(sorted(tests))}: extra copies removed, the last one graded")
+    if answers:
+        add_anomaly(nb, "duplicate answer cell",
+                    f"{', '.join(sorted(answers))}: the last copy graded, the others run as ordinary cells")
 
 
 def match_stripped_cells(nb, release):
@@ -108,7 +209,9 @@ def match_stripped_cells(nb, release):
 
 
 def _grade_id(cell):
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    name = meta.get("grade_id") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def _defining_head(source):

@@ -80,8 +80,12 @@ def stage(course_root, submitted, lesson, notebooks, release_folder, only_studen
             if os.path.isfile(path) and not os.path.islink(path):
                 shutil.copy(path, target)
         for notebook in notebooks:
-            results.append(_stage_notebook(folder, target, notebook, student, release_folder))
-            results[-1].anomalies += [late] if late else []
+            try:
+                results.append(_stage_notebook(folder, target, notebook, student, release_folder))
+                results[-1].anomalies += [late] if late else []
+            except Exception as error:  # one student's files never stop the class: no notebook staged, graded 0
+                results.append(Staged(student, notebook, [{"name": "grading error", "detail":
+                                                           f"staging failed: {type(error).__name__}: {error}"[:300]}]))
     return results
 
 
@@ -116,6 +120,6 @@ def _stage_notebook(folder, target, notebook, student, release_folder):
         nb.cells.insert(0, nbformat.v4.new_markdown_cell(
             f"**The grader could not read the notebook you handed in ({reason}).** It was graded as the blank "
             f"assignment: score 0. Ask your instructor to look at the file."))
-    nb.metadata.setdefault("qkv", {})["anomalies"] = list(anomalies)
+    nb.metadata["qkv"] = {"anomalies": list(anomalies)}  # the grader's notes only: none of the student's own
     nbformat.write(nb, os.path.join(target, f"{notebook}.ipynb"))
     return Staged(student, notebook, anomalies)
