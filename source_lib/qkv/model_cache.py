@@ -255,7 +255,7 @@ def fill(lessons=CACHED_LESSONS, blas_threads=None, root=ROOT, timeout=900):
     """Run each lesson's solution notebook once, so its fixed model results land in the cache; returns the
     lessons run. A lesson already filled with this very notebook, code, weights and thread count is skipped
     (a stamp in the results folder). blas_threads: the kernel's (default: what qkv.threads chooses now)."""
-    from qkv import threads
+    from qkv import model, threads  # noqa: F401  qkv.model's import hashes the code the stamp names
     folder = results_dir()
     folder.mkdir(parents=True, exist_ok=True)
     blas_threads = int(blas_threads or os.environ.get("OPENBLAS_NUM_THREADS") or threads.usable_cpus())
