@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import nbformat
 import pytest
@@ -136,6 +137,23 @@ def test_where_no_cgroup_can_be_made_the_report_says_which_limit_is_per_process_
     finally:
         walls.cleanup()
     assert name == "isolation partial" and "no memory cgroup" in detail and "no pids cgroup" in detail, detail
+
+
+def test_kernel_cgroups_a_killed_grader_left_empty_are_removed_and_no_other(monkeypatch, tmp_path):
+    root = tmp_path / "cgroup"
+    monkeypatch.setattr(sandbox, "CGROUP_ROOT", str(root))
+    old = time.time() - 2 * sandbox.ABANDONED_SECONDS
+    for controller in sandbox.LIMITED:
+        for name in ("qkv-kernel-abandoned", "qkv-kernel-in-use", "qkv-kernel-just-made", "someone-elses"):
+            (root / controller / name).mkdir(parents=True)
+            if name != "qkv-kernel-just-made":
+                os.utime(root / controller / name, (old, old))
+        (root / controller / "qkv-kernel-in-use" / "cgroup.procs").write_text("1234\n")  # rmdir fails: not empty
+    sandbox.KernelCgroup(GiB, 16)
+    for controller in sandbox.LIMITED:
+        left = {p.name for p in (root / controller).iterdir() if not p.name.startswith("qkv-kernel-") or
+                p.name in ("qkv-kernel-abandoned", "qkv-kernel-in-use", "qkv-kernel-just-made")}
+        assert left == {"qkv-kernel-in-use", "qkv-kernel-just-made", "someone-elses"}, left
 
 
 @pytest.mark.parametrize("route", ["fresh", "forked"])

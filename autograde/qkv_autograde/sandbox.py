@@ -95,6 +95,24 @@ def _counter(path, name):
         return 0
 
 
+ABANDONED_SECONDS = 3600  # longer than any submission's budget and start-up: nobody will enter this cgroup again
+
+
+def _remove_abandoned(parent, prefix):
+    """Remove the empty kernel cgroups a killed grader left (kill -9, a worker torn down): they piled up, one or
+    two per killed run. rmdir removes only an empty cgroup, so one in use is never touched."""
+    try:
+        entries = [e for e in os.scandir(parent) if e.name.startswith(prefix) and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if time.time() - entry.stat().st_mtime > ABANDONED_SECONDS:
+                os.rmdir(entry.path)
+        except OSError:
+            pass
+
+
 class KernelCgroup:
     """A kernel's whole process tree under limits the kernel enforces: memory for all its processes together
     (RLIMIT_AS is per process: five children of one kernel held 3.97 GB) and a process count (RLIMIT_NPROC does
@@ -104,7 +122,11 @@ class KernelCgroup:
     def __init__(self, memory_bytes, processes, prefix="qkv-kernel-"):
         self.memory_bytes = memory_bytes
         self.folders = {}  # controller -> cgroup folder (one folder for both in v2)
-        if os.path.exists(os.path.join(CGROUP_ROOT, "cgroup.controllers")):
+        v2 = os.path.exists(os.path.join(CGROUP_ROOT, "cgroup.controllers"))
+        parents = [CGROUP_ROOT] if v2 else [os.path.join(CGROUP_ROOT, c) for c in LIMITED]
+        for parent in parents:
+            _remove_abandoned(parent, prefix)
+        if v2:
             self._make_v2(prefix, memory_bytes, processes)
         else:
             for controller in LIMITED:
