@@ -58,9 +58,14 @@ def smollm2_layers(m):
         flops = cost.layer_flops(c, T)
         share = flops["attention products"] / sum(flops.values())
         s = cost.layer_seconds(m, T)
+        products_s = s["Q K^T"] + s["weights @ V"]
         print(f"  T = {T:>5}: products {share:>6.1%} of the FLOPs; attention block {s['attention block'] * 1e3:>8.1f} ms "
               f"({s['attention block'] / T * 1e6:>6.1f} us/token), MLP {s['MLP'] * 1e3:>7.1f} ms "
               f"({s['MLP'] / T * 1e6:>5.1f} us/token)")
+        # what the count leaves out: the softmax's time, and the products' lower FLOP rate on [T, T] arrays
+        print(f"           mask and softmax {s['mask and softmax'] / (products_s + s['mask and softmax']):>4.0%} of the "
+              f"[T, T] work's time; GFLOP/s products {flops['attention products'] / products_s / 1e9:.1f}, "
+              f"MLP {flops['MLP'] / s['MLP'] / 1e9:.1f}")
 
 
 def recurrence():
@@ -75,6 +80,10 @@ def recurrence():
         print(f"  T = {T:>5}: recurrent {rnn_s * 1e3:>8.2f} ms in {T} steps (path T-1 = {T - 1}); the same arithmetic "
               f"as one product {batched_s * 1e3:>7.2f} ms (x{rnn_s / batched_s:.0f} for waiting); attention "
               f"{att_s * 1e3:>8.1f} ms in 1 step (path 1), x{att_s / rnn_s:.2f} the recurrence's time")
+        rnn_rate = cost.rnn_flops(T, 64, 64) / rnn_s
+        att_rate = (heads.attention_flops(T, 64, 1, 64, 1) - 2 * T * 64 * 64) / att_s   # no output projection here
+        print(f"           GFLOP/s: recurrent {rnn_rate / 1e9:.2f}, attention {att_rate / 1e9:.2f} "
+              f"(x{att_rate / rnn_rate:.1f})")
 
 def kv_cache(m):
     print("== KV cache: 64 new tokens after a 256-token prompt, both generations in full")

@@ -50,6 +50,21 @@ def test_smollm2_attention_products_overtake_the_rest_at_3072_tokens(smol):
             == heads.attention_flops(3072, c.d_model, c.n_heads, c.d_head, c.n_kv_heads))
 
 
+def test_a_measured_layer_splits_the_counted_products_from_the_uncounted_softmax(smol):
+    seconds = cost.layer_seconds(smol, 64)
+    parts = [seconds[p] for p in ("Q K^T", "mask and softmax", "weights @ V")]
+    assert all(p > 0 for p in parts) and sum(parts) < seconds["attention block"]
+
+
+def test_flop_counts_of_the_recurrence_and_the_cache_size_of_this_cpu(tmp_path):
+    assert cost.rnn_flops(5, 3, 4) == 2 * 5 * (3 * 4 + 4 * 4)
+    for index, size in (("index0", "32K"), ("index2", "512K"), ("index3", "32768K")):
+        (tmp_path / index).mkdir()
+        (tmp_path / index / "size").write_text(size + "\n")
+    assert cost.largest_cache_bytes(str(tmp_path)) == 32 * 2**20
+    assert cost.largest_cache_bytes(str(tmp_path / "absent")) is None
+
+
 def test_a_probe_that_would_not_fit_is_refused_before_anything_is_allocated():
     tracemalloc.start()
     try:

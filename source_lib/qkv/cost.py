@@ -9,13 +9,14 @@
 Shapes follow qkv.attention: rows are queries, columns are keys; heads first, [H, T, d_head].
 """
 import math
+import os
 import time
 import tracemalloc
 
 import numpy as np
 
-from qkv.attention import attention
-from qkv.heads import attention_flops, attention_parameter_count, grouped_query_attention
+from qkv.attention import attention, masked_softmax, scaled_scores
+from qkv.heads import attention_flops, attention_parameter_count, grouped_query_attention, repeat_kv_heads
 from qkv.shapes import as_float_array, require
 
 
@@ -184,6 +185,11 @@ def rnn_forward(X, W_x, W_h):
     return states
 
 
+def rnn_flops(T, d_in, d):
+    # FLOPs of rnn_forward on T tokens (a multiply-add counted as 2): x_t W_x and h_{t-1} W_h for every t
+    return 2 * int(T) * (int(d_in) + int(d)) * int(d)
+
+
 def path_length(i, j, kind):
     # the number of steps the signal of token j takes to reach token i (j <= i): a chain, or one attention
     require(0 <= j <= i, f"need 0 <= j <= i; got i = {i}, j = {j}")
@@ -331,8 +337,29 @@ def causal_chunked_attention(Q, K, V, chunk):
 
 # ---------------------------------------------------------------- the whole model
 
+def _timed_attention(parts):
+    """grouped_query_attention(q, k, v, mask), step by step as qkv.attention computes it, each step's seconds
+    written into `parts`: the two products a FLOP count charges, and the mask and softmax it does not."""
+    def attention_in_parts(q, k, v, mask):
+        # [H_q, T, d], [H_kv, T, d], [H_kv, T, d], bool [T, T] -> [H_q, T, d]
+        k, v = repeat_kv_heads(k, q.shape[0]), repeat_kv_heads(v, q.shape[0])
+        start = time.perf_counter()
+        scores = scaled_scores(q, k)                          # [H_q, T, T]
+        scored = time.perf_counter()
+        weights = masked_softmax(scores, mask)
+        del scores
+        normalised = time.perf_counter()
+        out = weights @ v
+        parts.update({"Q K^T": scored - start, "mask and softmax": normalised - scored,
+                      "weights @ V": time.perf_counter() - normalised})
+        return out
+    return attention_in_parts
+
+
 def layer_seconds(model, T, layer_index=0, seed=0):
-    """Measured seconds of one SmolLM2 layer on T tokens: {"attention block": s, "MLP": s}.
+    """Measured seconds of one SmolLM2 layer on T tokens: {"attention block": s, "MLP": s}, and inside the
+    attention block the seconds of its products and of its softmax: {"Q K^T": s, "mask and softmax": s,
+    "weights @ V": s}.
 
     The attention block (RMSNorm, projections, RoPE, Q K^T, softmax, weights @ V, output projection) and the
     MLP run on random token embeddings with the causal mask, exactly as inside qkv.model.forward.
@@ -346,11 +373,25 @@ def layer_seconds(model, T, layer_index=0, seed=0):
     ids = np.random.default_rng(seed).integers(0, c.vocab_size, size=int(T))
     x = model.weights.token_embedding[ids]
     cos, sin = smollm2.rope_angles(int(T), c.d_head, c.rope_base)
+    parts = {}
     start = time.perf_counter()
     attended, _ = smollm2.attention_block(x, layer, c, cos, sin, smollm2.causal_mask(int(T)),
-                                          grouped_query_attention, False)
+                                          _timed_attention(parts), False)
     middle = time.perf_counter()
     x = x + attended
     smollm2.swiglu_mlp(smollm2.rms_norm(x, layer.ffn_norm, c.rms_eps), layer.W_gate, layer.W_up, layer.W_down)
     end = time.perf_counter()
-    return {"attention block": middle - start, "MLP": end - middle}
+    return {"attention block": middle - start, "MLP": end - middle, **parts}
+
+
+def largest_cache_bytes(cpu="/sys/devices/system/cpu/cpu0/cache"):
+    """The size of this CPU's largest cache (the last level, shared by its cores), or None where Linux does not say."""
+    sizes = []
+    for index in sorted(os.listdir(cpu)) if os.path.isdir(cpu) else []:
+        try:
+            text = open(os.path.join(cpu, index, "size")).read().strip()
+        except OSError:
+            continue
+        units = {"K": 2**10, "M": 2**20, "G": 2**30}
+        sizes.append(int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text))
+    return max(sizes) if sizes else None
