@@ -5,7 +5,7 @@ import functools
 import numpy as np
 import pytest
 
-from lessons import assert_rejected, mutant, mutant_rejection_tests, student
+from lessons import assert_rejected, error_outputs_of_a_graded_perfect_notebook, mutant, mutant_rejection_tests, student
 from qkv import model, sinks
 from qkv.attention import masked_softmax
 from qkv.checks import lesson06 as visible
@@ -753,3 +753,13 @@ def test_the_no_preference_share_is_accepted_at_the_precision_the_question_asks(
 @pytest.mark.parametrize("answer", [0.61, 0.2, 0.15, 0.18])
 def test_the_no_preference_share_rejects_other_readings(answer):
     assert_rejected(lambda v: hidden.answer("gpt2_uniform_share", v), answer)
+
+
+# ---------------------------------------------------------------- issue 20: a perfect notebook's feedback shows no error
+
+@pytest.mark.grading_class
+def test_a_perfect_notebook_graded_in_the_sandbox_shows_no_error_in_any_cell(tmp_path):
+    # one student only (the notebook runs SmolLM2 for a minute); inside the 2 GiB sandbox the 768-token perplexity
+    # cell raised MemoryError for every perfect submission
+    errors = error_outputs_of_a_graded_perfect_notebook(LESSON, tmp_path)
+    assert not errors, "\n\n".join(f"cell {where}: {text}" for where, text in errors)
