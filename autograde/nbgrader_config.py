@@ -85,6 +85,10 @@ c.GenerateFeedback.exporter_class = FeedbackExporter
 c.FeedbackExporter.template_name = "qkv_feedback"
 c.HTMLExporter.extra_template_basedirs = [TEMPLATES, os.path.join(
     os.path.dirname(nbgrader.apps.autogradeapp.__file__), "..", "server_extensions", "formgrader", "templates")]
+# `nbgrader generate_feedback` also writes again the pages whose grades or comments changed (hand grading)
+import nbgrader.apps.generatefeedbackapp  # noqa: E402
+from qkv_autograde.feedback import QkvGenerateFeedback  # noqa: E402
+nbgrader.apps.generatefeedbackapp.GenerateFeedback = QkvGenerateFeedback
 # `nbgrader release_feedback` releases the pages of students who handed in through the exchange, and names the others
 from qkv_autograde.feedback import ReleaseFeedbackOfExchangeSubmissions  # noqa: E402
 c.ExchangeFactory.release_feedback = ReleaseFeedbackOfExchangeSubmissions

@@ -9,6 +9,7 @@ the MathJax the environment ships. A page written by nbconvert's own HTMLExporte
 control: there the payloads run and the maths stays raw TeX, so the checks can fail.
 
 Formgrader, served by a real Jupyter server, renders the same maths with the network blocked (only loopback).
+A hand grade given after the pages were written rewrites exactly that student's page.
 One student hands in through nbgrader's exchange (release_assignment, fetch, submit, collect with
 --Exchange.root) and gets the feedback back with release_feedback and fetch_feedback; the LMS student is named.
 """
@@ -234,3 +235,26 @@ def test_feedback_goes_back_through_the_exchange(graded):
     nbgrader("fetch_feedback", LESSON, "--course=qkv", f"--Exchange.root={exchange}", cwd=student_home)
     fetched = list((student_home / LESSON / "feedback").glob(f"*/{LESSON}.html"))
     assert len(fetched) == 1 and fetched[0].read_bytes() == released.read_bytes()
+
+
+def test_a_hand_grade_rewrites_exactly_that_page(graded):
+    """Last: it changes the class. A hand score and comment given after the pages were written (what formgrader
+    does) reach the student's page with a plain `nbgrader generate_feedback`; the other page is left as it was."""
+    from nbgrader.api import Gradebook
+
+    instructor = graded[0]
+    page = instructor / "feedback" / "mallory" / LESSON / f"{LESSON}.html"
+    other = next(p for p in pages(instructor, "feedback") if p != page)
+    other_before = (other.read_bytes(), other.stat().st_mtime_ns)
+    with Gradebook(f"sqlite:///{instructor}/gradebook.db") as gb:
+        grade = gb.find_grade("written_trophy", LESSON, LESSON, "mallory")
+        grade.manual_score = 1.5
+        gb.find_comment("written_trophy", LESSON, LESSON, "mallory").manual_comment = "Right, and well argued."
+        gb.db.commit()
+    assert "Right, and well argued." not in page.read_text()
+    nbgrader("generate_feedback", LESSON, cwd=instructor)
+    text = page.read_text()
+    assert "Right, and well argued." in text and "Score: 1.5 / 2.0" in text
+    assert (other.read_bytes(), other.stat().st_mtime_ns) == other_before
+    nbgrader("generate_feedback", LESSON, cwd=instructor)  # nothing changed since: nothing written
+    assert page.read_text() == text

@@ -12,19 +12,80 @@ initialized from the same argument list the command line would get, so they load
   cannot see the gradebook or the autograded notebooks.
 - `export_grades(to)`: ExportApp with its CSV plugin, in the coordinator.
 
-`ReleaseFeedbackOfExchangeSubmissions` is `nbgrader release_feedback` for a class that handed in partly through the
+`QkvGenerateFeedback` (both routes) also writes again the pages whose grades or comments changed since they were
+written. `ReleaseFeedbackOfExchangeSubmissions` is `nbgrader release_feedback` for a class that handed in partly through the
 LMS (nbgrader_config.py installs it).
 """
 import glob
+import hashlib
+import json
 import os
+import shutil
 
+from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.apps.exportapp import ExportApp
 from nbgrader.apps.generatefeedbackapp import GenerateFeedbackApp
 from nbgrader.converters import GenerateFeedback, NbGraderException
 from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 
 
-class _FeedbackForStudents(GenerateFeedback):
+GRADES_DIGEST = "grades.sha256"  # next to each page: a digest of the gradebook entries the page shows
+
+
+def grades_digest(gradebook, lesson, student):
+    """A digest of everything of the gradebook a student's feedback page shows: each cell's automatic and hand
+    score, extra credit and comments, and the late penalty."""
+    submission = gradebook.find_submission(lesson, student)
+    shown = [[notebook.name,
+              sorted(([g.name, g.auto_score, g.manual_score, g.extra_credit] for g in notebook.grades), key=str),
+              sorted(([c.name, c.auto_comment, c.manual_comment] for c in notebook.comments), key=str)]
+             for notebook in submission.notebooks]
+    shown = sorted(shown, key=str) + [submission.late_submission_penalty]
+    return hashlib.sha256(json.dumps(shown, default=str).encode()).hexdigest()
+
+
+class QkvGenerateFeedback(GenerateFeedback):
+    """nbgrader's GenerateFeedback that also writes again the pages whose grades or comments changed in the
+    gradebook (hand grading in formgrader) since they were written. nbgrader compares only the autograded
+    notebook's timestamp, so a hand score or comment never reached the page without --force, which rewrites every
+    page. Each page keeps the digest of what it shows (GRADES_DIGEST); nbgrader_config.py installs this class for
+    `nbgrader generate_feedback`, and make grade uses it too."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.shown = {}  # student -> digest of the grades their page is written with
+
+    def _digest(self, assignment_id, student_id):
+        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gradebook:
+            try:
+                return grades_digest(gradebook, assignment_id, student_id)
+            except MissingEntry:  # not in the gradebook: nbgrader's own step for the page fails and says so
+                return None
+
+    def init_destination(self, assignment_id, student_id):
+        dest = os.path.normpath(self._format_dest(assignment_id, student_id))
+        # read once, before nbgrader reads the grades for the page: a grade changed meanwhile is caught next time
+        self.shown[student_id] = self._digest(assignment_id, student_id)
+        if not self.force and os.path.isdir(dest):
+            try:
+                with open(os.path.join(dest, GRADES_DIGEST)) as f:
+                    written = f.read().strip()
+            except OSError:
+                written = None  # a page written before digests, or by stock nbgrader: its grades are unknown
+            if written != self.shown[student_id]:
+                self.log.info("qkv: grades or comments of %s changed since the feedback was written: writing it "
+                              "again", student_id)
+                shutil.rmtree(dest)
+        return super().init_destination(assignment_id, student_id)
+
+    def set_permissions(self, assignment_id, student_id):
+        dest = os.path.normpath(self._format_dest(assignment_id, student_id))
+        with open(os.path.join(dest, GRADES_DIGEST), "w") as f:  # nbgrader's last step: the page is written
+            f.write(f"{self.shown[student_id]}\n")
+        super().set_permissions(assignment_id, student_id)
+
+
+class _FeedbackForStudents(QkvGenerateFeedback):
     """nbgrader's GenerateFeedback restricted to some students, noting which of them it wrote and which it skipped
     as up to date: nbgrader itself only logs a student whose feedback failed, and raises once at the end."""
 
@@ -79,7 +140,7 @@ def export_grades(to="grades.csv"):
     """grades.csv exactly as `nbgrader export --to <to>` writes it (the course's plugin, exports.GradesCsvExport),
     from the current directory's course, then the grade files for the LMSs the students were collected from
     (exports.write_lms_files: canvas-grades.csv, moodle-grades-<lesson>.csv, next to it); returns their paths."""
-    from nbgrader.api import Gradebook
+    from nbgrader.api import Gradebook, MissingEntry
 
     from .exports import fill_in_names, lms_records, write_lms_files
 
