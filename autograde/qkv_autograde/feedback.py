@@ -140,7 +140,7 @@ def export_grades(to="grades.csv"):
     """grades.csv exactly as `nbgrader export --to <to>` writes it (the course's plugin, exports.GradesCsvExport),
     from the current directory's course, then the grade files for the LMSs the students were collected from
     (exports.write_lms_files: canvas-grades.csv, moodle-grades-<lesson>.csv, next to it); returns their paths."""
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import Gradebook
 
     from .exports import fill_in_names, lms_records, write_lms_files
 
