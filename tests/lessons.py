@@ -138,7 +138,7 @@ def _wait_until_serving(process, runtime, token, log_path, deadline):
 
 
 CLASS_DATA = ("gradebook.db", "gradebook.db-*", "submitted", "autograded", "feedback", "downloaded", ".staged",
-              "__pycache__", "*.csv", "anomalies-*", "items-*")
+              "__pycache__", "*.csv", "anomalies-*", "items-*", "history-*")
 
 
 def copy_course(parent):
@@ -181,7 +181,7 @@ def mutant_rejection_tests(lesson, hidden, visible, mutants_by_grade):
     return test_hidden_tests_reject_mutant, test_visible_checks_reject_mutant
 
 
-def error_outputs_of_a_graded_perfect_notebook(lesson, parent):
+def error_outputs_of_a_graded_perfect_notebook(lesson, parent, grader_options=()):
     """Grade one perfect submission of `lesson` with the course's nbgrader (sandboxed kernel, `nbgrader autograde`)
     and return, for every cell of the autograded notebook that shows an error, (its grade_id or index, the text):
     what that student's feedback page would show as a failure."""
@@ -191,7 +191,7 @@ def error_outputs_of_a_graded_perfect_notebook(lesson, parent):
     subprocess.run([str(bin_dir / "nbgrader"), "generate_assignment", lesson, "--force"], cwd=instructor, env=env,
                    check=True, capture_output=True)
     hand_in(instructor, lesson, "perfect", solved_release(lesson))
-    graded = subprocess.run([str(bin_dir / "nbgrader"), "autograde", lesson, "--force"], cwd=instructor, env=env,
+    graded = subprocess.run([str(bin_dir / "nbgrader"), "autograde", lesson, "--force", *grader_options], cwd=instructor, env=env,
                             capture_output=True, text=True, timeout=1800)
     assert graded.returncode == 0, graded.stdout[-3000:] + graded.stderr[-3000:]
     nb = nbformat.read(next((instructor / "autograded" / "perfect" / lesson).glob("*.ipynb")), as_version=4)
