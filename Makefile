@@ -69,9 +69,9 @@ sandbox:
 # Instructors: one command from an LMS export to grades, feedback, the anomaly report and the item analysis.
 #   make grade LESSON=01-lookup [SUBMISSIONS=export.zip|folder] [JOBS=n] [SCHEDULER=tcp://host:8786] [FORCE=1]
 grade: install
-	@test -n "$(LESSON)" || { echo "usage: make grade LESSON=01-lookup [SUBMISSIONS=...] [JOBS=n] [SCHEDULER=...]"; exit 2; }
+	@test -n "$(LESSON)" || { echo "usage: make grade LESSON=01-lookup [SUBMISSIONS=...] [ALLOW_OLDER=1] [JOBS=n] [SCHEDULER=...]"; exit 2; }
 	cd autograde && $(PY) -m qkv_autograde $(LESSON) $(if $(SUBMISSIONS),--submissions "$(abspath $(SUBMISSIONS))") \
-	  $(if $(JOBS),--jobs $(JOBS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(FORCE),--force)
+	  $(if $(JOBS),--jobs $(JOBS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(FORCE),--force) $(if $(ALLOW_OLDER),--allow-older)
 
 # nbgrader's exchange, for a class that hands in through JupyterHub's Assignments tab instead of an LMS: one folder
 # every student can write to, the sticky bit so nobody removes another's files (nbgrader's own set-up advice).
@@ -94,4 +94,4 @@ bench: install
 	for script in bench/bench_*.py bench/measure_*.py; do echo "== $$script"; QKV_RESULT_CACHE=off $(PY) $$script || exit 1; done
 
 clean-class:
-	rm -rf autograde/submitted autograde/autograded autograde/feedback autograde/gradebook.db autograde/gradebook.db-wal autograde/gradebook.db-shm autograde/.staged autograde/anomalies-*
+	rm -rf autograde/submitted autograde/autograded autograde/feedback autograde/gradebook.db autograde/gradebook.db-wal autograde/gradebook.db-shm autograde/.staged autograde/anomalies-* autograde/history-*

@@ -223,14 +223,14 @@ def _feedback_here(lesson, students, force, bar):
     return failed
 
 
-def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False, out=sys.stdout):
+def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False, out=sys.stdout, allow_older=False):
     os.chdir(HERE)
     warnings.filterwarnings("ignore", module="nbgrader")  # nbgrader's own SQLAlchemy session warnings, not ours
     started = time.monotonic()
     notes = []
     if submissions_path:
         with progress(f"collecting {os.path.basename(os.path.normpath(submissions_path))}", 1, "export") as bar:
-            notes = intake.collect(submissions_path, HERE, lesson)
+            notes = intake.collect(submissions_path, HERE, lesson, allow_older=allow_older)
             bar.update()
     jobs = jobs or default_jobs()
     bulk_grading.enable()
@@ -298,5 +298,6 @@ def main(argv=None):
     parser.add_argument("--jobs", type=int, default=None, help=f"local workers (default: one per core, here {default_jobs()})")
     parser.add_argument("--scheduler", help="a Dask scheduler address (default: $DASK_SCHEDULER; none: local)")
     parser.add_argument("--force", action="store_true", help="grade again what is already graded")
+    parser.add_argument("--allow-older", action="store_true", help="let an older copy replace a collected notebook")
     args = parser.parse_args(argv)
-    grade(args.lesson, args.submissions, args.jobs, args.scheduler, args.force)
+    grade(args.lesson, args.submissions, args.jobs, args.scheduler, args.force, allow_older=args.allow_older)

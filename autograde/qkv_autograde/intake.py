@@ -51,6 +51,13 @@ by the timestamp in the name when every copy has one, else by the zip entry's da
 the others are listed. Hidden files, `__MACOSX/` and `.ipynb_checkpoints/` are ignored; other non-notebook files
 are skipped. Everything unusual becomes a report entry {"student", "name", "detail"}; bad input never raises.
 
+History: every collection is a round of `history-<lesson>.jsonl` (history.py): per submission when, from which
+export (name and sha256), the LMS's time, the notebook's sha256 and what happened; per student the notes. A copy
+that differs from the notebook already in submitted/ replaces it ("collected again") only when the LMS says it was
+handed in later (Blackboard's and Gradescope's time, Canvas's attachment ids, which number uploads in order);
+an older copy, or one no LMS time orders (Moodle, folders), is refused (`older submission refused`) and the one
+there kept, unless `collect(..., allow_older=True)` (--allow-older).
+
 Work folders (nbgrader's layout): <course_root>/downloaded/<lesson>/extracted/ (what the export unpacked to,
 rebuilt on every collection) and .../archive/ (a folder given as the source is copied there without its links;
 nbgrader's own workflow, exports dropped into archive/, works too: pass that folder as the source).
@@ -68,6 +75,8 @@ from nbgrader.plugins import ExtractorPlugin, FileNameCollectorPlugin
 from traitlets import Integer, List, Unicode
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
+
+from . import history
 
 # One name at the top of an export (a file, or a folder: Moodle's, or a student's zip unpacked) -> whose it is
 CANVAS = (r"(?P<name>[^/_]+)_(?P<late>[Ll][Aa][Tt][Ee]_)?(?P<student_id>\d+)_(?P<submission_id>\d+)_"
@@ -289,6 +298,7 @@ class SubmissionCollector(FileNameCollectorPlugin):
         self.notes = []
         self.extra = []
         self.records = {}  # student -> what the LMS said: {"lms", "user_id", "name", "late"}
+        self.handed_in = {}  # (student, file_id) -> the kept copy's {"lms_time", "lms_order"} (history.newer)
         self.plan = None
         self._compiled = None
 
@@ -438,6 +448,7 @@ class SubmissionCollector(FileNameCollectorPlugin):
                 record["late"] = "marked late by Canvas (its download gives no time)"
             if named:
                 record["timestamp"] = named.isoformat(" ")
+            self.handed_in[(student, collected["file_id"])] = _lms_time(named, info)
             if os.path.realpath(path) in chosen:
                 self.extra.append((path, collected))
             else:
@@ -495,6 +506,15 @@ class SubmissionCollector(FileNameCollectorPlugin):
         return named, dated, int(info.get("submission_id") or 0)
 
 
+def _lms_time(named, info):
+    """When the LMS says this copy was handed in: Blackboard's time in the name or Gradescope's `:created_at:`;
+    Canvas gives no time but numbers every upload in order (the attachment id)."""
+    when = named or info.get("created")
+    when = when.replace(tzinfo=None, microsecond=0).isoformat(" ") if isinstance(when, datetime.datetime) else None
+    order = info.get("submission_id") if info.get("lms") == "canvas" else None
+    return {"lms_time": when, "lms_order": int(order) if order and order.isdigit() else None}
+
+
 def _named_time(text):
     if not text:
         return None
@@ -523,16 +543,23 @@ def _course_config(course_root):
             os.environ["PYTHONPATH"] = saved_env
 
 
-def collect(source, course_root, lesson, log=None):
+def collect(source, course_root, lesson, log=None, allow_older=False):
     """Fill <course_root>/submitted/<student>/<lesson>/ from an LMS export; returns report entries.
 
     `source`: a .zip (zips and folders inside it allowed) or a folder (copied, then read the same way); the
     course's own submitted/ folder is only checked. Entries: {"student": id or "", "name", "detail"}.
+
+    Every collection is a round of the lesson's history (history.py): per submission what came from which export
+    and what happened, per student the notes. A copy that differs from the notebook already in submitted/ replaces
+    it only when the LMS says it was handed in later; an older one (or one the LMS gives no time for, like the
+    one before it) is refused with an `older submission refused` note, unless `allow_older` (--allow-older).
     """
     log = log or logging.getLogger("qkv_autograde.intake")
     course_root = os.path.abspath(course_root)
+    source = os.path.abspath(str(source))
+    collected = []
     try:
-        notes = _collect(os.path.abspath(str(source)), course_root, lesson)
+        notes, collected = _collect(source, course_root, lesson, allow_older)
     except (Exception, SystemExit) as error:  # the report, not a traceback, is how an instructor learns of it
         log.error("qkv intake: collecting %s failed: %s: %s", source, type(error).__name__, error)
         log.debug("qkv intake: the failure in full", exc_info=True)
@@ -540,10 +567,29 @@ def collect(source, course_root, lesson, log=None):
     for entry in notes:
         log.warning("qkv intake: %s%s: %s", f"{entry['student']}: " if entry["student"] else "", entry["name"],
                     entry["detail"])
+    if collected is not None:  # None: submitted/ itself was only checked, no collection took place
+        try:
+            _record_round(course_root, lesson, source, collected, notes)
+        except OSError as error:
+            log.error("qkv intake: the history of %s could not be written (%s): this round is not in it", lesson,
+                      error)
     return notes
 
 
-def _collect(source, course_root, lesson):
+def _record_round(course_root, lesson, source, collected, notes):
+    """This collection, appended to the lesson's history: a `collected` record per submission, a `noted` one per
+    student with notes ("" for the export as a whole)."""
+    this = history.new_round(history.read(course_root, lesson), source)
+    by_student = {}
+    for entry in notes:
+        by_student.setdefault(entry["student"], []).append({"name": entry["name"], "detail": entry["detail"]})
+    history.append(course_root, lesson, [dict(this, event="collected", **c) for c in collected]
+                   + [dict(this, event="noted", student=s, notes=n) for s, n in sorted(by_student.items())])
+
+
+def _collect(source, course_root, lesson, allow_older=False):
+    """(notes, [what happened to each submission, for the history]); None instead of the list when `source` is
+    the course's submitted/ folder, which is only checked."""
     from nbgrader.apps.zipcollectapp import ZipCollectApp
     from nbgrader.coursedir import CourseDirectory
 
@@ -553,11 +599,11 @@ def _collect(source, course_root, lesson):
     coursedir = CourseDirectory(config=config)
     submitted = os.path.realpath(coursedir.format_path(coursedir.submitted_directory, ".", "."))
     if not os.path.exists(source):
-        return [note("", "no submissions", f"{source} does not exist")]
+        return [note("", "no submissions", f"{source} does not exist")], []
     if os.path.isdir(source) and os.path.realpath(source) == submitted:
-        return check_submitted(submitted, lesson, _released(coursedir, lesson))
+        return check_submitted(submitted, lesson, _released(coursedir, lesson)), None
     if os.path.isfile(source) and not source.lower().endswith(ARCHIVES):
-        return [note("", "not a notebook", f"{source}: give a .zip export or a folder")]
+        return [note("", "not a notebook", f"{source}: give a .zip export or a folder")], []
 
     app = ZipCollectApp(config=config, log=_quiet_logger())
     app.coursedir = coursedir
@@ -566,12 +612,12 @@ def _collect(source, course_root, lesson):
     archive, extracted = (app._format_collect_path(app.archive_directory),
                           app._format_collect_path(app.extracted_directory))
     if not all(_inside(p, course_root) for p in (work, archive, extracted, submitted)):
-        return [note("", "unsafe path", "the course's download or submitted folder lies outside the course")]
+        return [note("", "unsafe path", "the course's download or submitted folder lies outside the course")], []
     # nbgrader's own workflow drops the exports into archive/: then that folder is the source, used in place
     in_place = os.path.isdir(source) and os.path.realpath(source) == os.path.realpath(archive)
     if _inside(source, extracted) or (_inside(source, archive) and not in_place and os.path.isdir(source)):
         return [note("", "collection failed", f"{source} lies in the folder a collection rebuilds; give the export "
-                                              f"itself, or the folder {archive}")]
+                                              f"itself, or the folder {archive}")], []
     shutil.rmtree(extracted, ignore_errors=True)
     os.makedirs(extracted)
     notes = []
@@ -596,15 +642,26 @@ def _collect(source, course_root, lesson):
     collector.plan = collector._make_plan()
     notes += extractor.notes + metadata_notes + collector.notes
     everything = list(collector.plan.items()) + collector.extra
-    replaced = _replaced(everything, coursedir, lesson)
-    if collector.plan:
+    replaced, collected, refused = _against_submitted(everything, collector.handed_in, coursedir, lesson,
+                                                      history.read(course_root, lesson), allow_older)
+    kept = lambda info: (info["student_id"], info["file_id"]) not in refused  # noqa: E731
+    collector.plan = {path: info for path, info in collector.plan.items() if kept(info)}
+    collector.extra = [(path, info) for path, info in collector.extra if kept(info)]
+    students = {info["student_id"] for _, info in list(collector.plan.items()) + collector.extra}
+    if collector.plan or collector.extra:
+        # nbgrader empties a collected student's folder: a refused notebook of a student collected otherwise stays
+        saved = _read_refused(refused, students, coursedir, lesson)
         app.process_extracted_files()
         _copy_group_members(collector, coursedir, lesson, course_root)
-        notes += _record_lms(collector.records, coursedir, lesson, course_root)
-    else:
+        for dest, data in saved.items():
+            with open(dest, "wb") as f:
+                f.write(data)
+        notes += _record_lms({s: r for s, r in collector.records.items() if s in students}, coursedir, lesson,
+                             course_root)
+    elif not everything:
         notes.append(note("", "no submissions", f"no notebook in {os.path.basename(source)} could be collected"))
     notes += replaced
-    return notes
+    return notes, collected
 
 
 def _record_lms(records, coursedir, lesson, course_root):
@@ -752,18 +809,80 @@ def _copy_folder(source, archive):
     return notes
 
 
-def _replaced(planned, coursedir, lesson):
-    """Students whose earlier collection is about to be replaced by a different file."""
-    notes = []
+def _against_submitted(planned, handed_in, coursedir, lesson, past, allow_older):
+    """Each copy about to be collected against the notebook already in submitted/: (notes, [for the history:
+    {"student", "notebook", "sha256", "outcome", "lms_time", "lms_order"}], {(student, file_id) refused}).
+
+    A different copy replaces the one there ("collected again") only when the LMS says it was handed in later
+    (history.newer; the earlier copy's time is the history's, else its `.lms.json`); an older one, or one whose
+    order the LMS does not give, is refused unless `allow_older`."""
+    notes, collected, refused = [], [], set()
     for path, info in planned:
-        dest = os.path.join(coursedir.format_path(coursedir.submitted_directory, info["student_id"], lesson),
-                            info["file_id"])
+        student, file_id = info["student_id"], info["file_id"]
+        notebook = os.path.splitext(file_id)[0]
+        dest = os.path.join(coursedir.format_path(coursedir.submitted_directory, student, lesson), file_id)
+        incoming = handed_in.get((student, file_id)) or {"lms_time": None, "lms_order": None}
+        sha256 = history.sha256_of(path)
+        outcome = "new"
         if os.path.isfile(dest):
-            with open(dest, "rb") as old, open(path, "rb") as new:
-                if old.read() != new.read():
-                    notes.append(note(info["student_id"], "collected again",
-                                      f"{info['file_id']} replaced what an earlier collection put in submitted/"))
-    return notes
+            earlier = history.sha256_of(dest)
+            existing = history.kept_copy(past, student, notebook, earlier) or _recorded_time(os.path.dirname(dest))
+            later = history.newer(incoming, existing)
+            if earlier == sha256:
+                outcome = "same"
+            elif later:
+                outcome = "replaced older"
+                notes.append(note(student, "collected again",
+                                  f"{file_id} replaced what an earlier collection put in submitted/ (handed in "
+                                  f"{_when(existing)}; this one {_when(incoming)})"))
+            elif allow_older:
+                outcome = "replaced (allowed)"
+                notes.append(note(student, "collected again",
+                                  f"{file_id} replaced what an earlier collection put in submitted/ (handed in "
+                                  f"{_when(existing)}), with a copy handed in {_when(incoming)}, as told "
+                                  f"(--allow-older)"))
+            else:
+                outcome = "older refused" if later is False else "undated refused"
+                refused.add((student, file_id))
+                why = ("the LMS says it was handed in earlier" if later is False else
+                       "the LMS gives no time that tells which was handed in later")
+                notes.append(note(student, "older submission refused",
+                                  f"{file_id} (handed in {_when(incoming)}) differs from the copy already in "
+                                  f"submitted/ (handed in {_when(existing)}) and {why}: kept the one already "
+                                  f"there; collect with --allow-older (make grade ALLOW_OLDER=1) to replace it"))
+        collected.append(dict(incoming, student=student, notebook=notebook, sha256=sha256, outcome=outcome))
+    return notes, collected, refused
+
+
+def _recorded_time(folder):
+    """The time `.lms.json` records for the notebook in `folder` (a course collected before it had a history)."""
+    import json
+
+    try:
+        with open(os.path.join(folder, LMS_RECORD), encoding="utf-8") as f:
+            when = json.load(f).get("timestamp")
+    except (OSError, ValueError, AttributeError):
+        when = None
+    return {"lms_time": when if isinstance(when, str) else None, "lms_order": None}
+
+
+def _when(handed_in):
+    if (handed_in or {}).get("lms_time"):
+        return f"at {handed_in['lms_time']}"
+    if (handed_in or {}).get("lms_order") is not None:
+        return f"as Canvas upload {handed_in['lms_order']}"
+    return "at a time the LMS does not give"
+
+
+def _read_refused(refused, students, coursedir, lesson):
+    """{path: bytes} of the refused notebooks of students whose other notebooks are collected now."""
+    saved = {}
+    for student, file_id in refused:
+        dest = os.path.join(coursedir.format_path(coursedir.submitted_directory, student, lesson), file_id)
+        if student in students and os.path.isfile(dest):
+            with open(dest, "rb") as f:
+                saved[dest] = f.read()
+    return saved
 
 
 def check_submitted(submitted, lesson, released):

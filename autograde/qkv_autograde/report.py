@@ -3,6 +3,11 @@
 Written after every autograde run next to the gradebook (`anomalies-<lesson>.csv` and `.html`). It reads what the
 run left behind: the autograded notebooks' `qkv` metadata, the gradebook's scores and the staging notes (refused
 folders, missing notebooks), so it is the same whether the run was one process or many.
+
+It is cumulative: the notes of every collection round stay on it, each with its round (number, date, export),
+read from the lesson's history (history.py), and a `collected` column says what each round did with the
+submission; the score is the latest grade. Each time it is written it appends to that history a `graded` record
+for every notebook graded since (score, anomaly names, the notebook's sha256).
 """
 import html
 import os
@@ -10,21 +15,31 @@ import os
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 
+from . import history
 from .exports import write_csv
 
 
+def _key(note):
+    return note["name"], note["detail"]
+
+
 def rows(course_root, db_url, lesson, staged, autograded="autograded", extra=None):
-    """[{student, notebook, score, max_score, anomalies}] for every student the run saw."""
+    """[{student, notebook, score, max_score, anomalies, collected, graded}] for every student the run saw or the
+    history names. An anomaly from an earlier collection carries "rounds": the rounds that noted it. `graded`: the
+    autograded notebook's time and the names of its grading's anomalies, or None."""
     extra = extra or {}
+    past = history.read(course_root, lesson)
+    earlier = history.notes_by_student(past)
     found = {}
     for entry in staged:
         found.setdefault((entry.student, entry.notebook), list(entry.anomalies))
-    for student in extra:  # notes about a student nothing was staged for (or about the export as a whole: "")
+    for student in list(extra) + list(earlier):  # notes about a student nothing was staged for (or the export: "")
         if not any(key[0] == student for key in found):
             found[(student, "")] = []
     with Gradebook(db_url) as gb:
         for (student, notebook), notes in sorted(found.items()):
             path = os.path.join(course_root, autograded, student, lesson, f"{notebook}.ipynb")
+            graded = None
             if os.path.exists(path):
                 meta = nbformat.read(path, as_version=4).metadata.get("qkv", {})
                 for anomaly in meta.get("anomalies", []):
@@ -32,9 +47,17 @@ def rows(course_root, db_url, lesson, staged, autograded="autograded", extra=Non
                         notes.append(anomaly)
                 if not meta.get("graded"):
                     notes.append({"name": "not graded", "detail": "the autograded notebook has no completion stamp"})
+                else:
+                    graded = {"time": f"{os.stat(path).st_mtime_ns}",
+                              "anomalies": [a.get("name") for a in meta.get("anomalies", []) if isinstance(a, dict)]}
             elif notebook and not any(a["name"] == "missing notebook" for a in notes):
                 notes.append({"name": "not graded", "detail": "grading stopped with an error: see nbgrader's log"})
-            notes += [e for e in extra.get(student, []) if e not in notes]
+            # every round's notes (this run's intake notes among them, in the history already), then the rest
+            seen = {_key(a) for a in notes}
+            for entry in earlier.get(student, []) + extra.get(student, []):
+                if _key(entry) not in seen:
+                    seen.add(_key(entry))
+                    notes.append(entry)
             score, max_score = "", ""
             if notebook:
                 try:
@@ -43,21 +66,45 @@ def rows(course_root, db_url, lesson, staged, autograded="autograded", extra=Non
                 except MissingEntry:
                     pass
             yield {"student": student, "notebook": notebook, "score": score, "max_score": max_score,
-                   "anomalies": notes}
+                   "anomalies": notes, "collected": history.collections_of(past, student, notebook),
+                   "graded": graded}
+
+
+def record_gradings(course_root, lesson, table, submitted="submitted"):
+    """A `graded` history record for every row whose autograded notebook is new since the last one recorded."""
+    past = history.read(course_root, lesson)
+    found = []
+    for row in table:
+        graded = row.get("graded")
+        if not graded or history.already_graded(past, row["student"], row["notebook"], graded["time"]):
+            continue
+        path = os.path.join(course_root, submitted, row["student"], lesson, f"{row['notebook']}.ipynb")
+        found.append(history.graded_record(row["student"], row["notebook"],
+                                           history.sha256_of(path) if os.path.isfile(path) else None,
+                                           row["score"], row["max_score"], graded["anomalies"], graded["time"]))
+    history.append(course_root, lesson, found)
+
+
+def _round_of(note):
+    return f" [{'; '.join(note['rounds'])}]" if note.get("rounds") else ""
 
 
 def write(course_root, db_url, lesson, staged, extra=None):
     table = list(rows(course_root, db_url, lesson, staged, extra=extra))
+    record_gradings(course_root, lesson, table)
     base = os.path.join(course_root, f"anomalies-{lesson}")
-    write_csv(base + ".csv", ["student", "notebook", "score", "max_score", "anomalies", "details"],
+    write_csv(base + ".csv", ["student", "notebook", "score", "max_score", "anomalies", "details", "collected"],
               [[row["student"], row["notebook"], row["score"], row["max_score"],
                 "; ".join(a["name"] for a in row["anomalies"]),
-                " | ".join(f"{a['name']}: {a['detail']}" for a in row["anomalies"])] for row in table])
+                " | ".join(f"{a['name']}: {a['detail']}{_round_of(a)}" for a in row["anomalies"]),
+                " | ".join(row["collected"])] for row in table])
     flagged = sum(bool(r["anomalies"]) for r in table)
     body = "".join(
         f"<tr{' class=flag' if r['anomalies'] else ''}><td>{html.escape(r['student'] or '(the export)')}</td>"
         f"<td>{html.escape(r['notebook'])}</td><td>{r['score']}</td><td>{r['max_score']}</td><td><ul>"
-        + "".join(f"<li><b>{html.escape(a['name'])}</b>: {html.escape(a['detail'])}</li>" for a in r["anomalies"])
+        + "".join(f"<li><b>{html.escape(a['name'])}</b>: {html.escape(a['detail'])}"
+                  f"<small>{html.escape(_round_of(a))}</small></li>" for a in r["anomalies"])
+        + "</ul></td><td><ul>" + "".join(f"<li>{html.escape(c)}</li>" for c in r["collected"])
         + "</ul></td></tr>" for r in table)
     with open(base + ".html", "w") as f:
         f.write(f"""<!doctype html><meta charset=utf-8><title>qkv grading anomalies: {html.escape(lesson)}</title>
@@ -65,5 +112,7 @@ def write(course_root, db_url, lesson, staged, extra=None):
 <h1>{html.escape(lesson)}: {len(table)} submissions, {flagged} with anomalies</h1>
 <p>Read every highlighted row before releasing grades: a timeout, a dead kernel, a refused folder or an edited
 locked cell means the score may not be what the student earned.</p>
-<table><tr><th>student</th><th>notebook</th><th>score</th><th>max</th><th>anomalies</th></tr>{body}</table>""")
+<p>Notes from an earlier collection say which: [round, when, export]. The score is the latest grade.</p>
+<table><tr><th>student</th><th>notebook</th><th>score</th><th>max</th><th>anomalies</th><th>collected</th></tr>{body}
+</table>""")
     return table
