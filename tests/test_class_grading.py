@@ -211,7 +211,9 @@ def test_feedback_pages_are_nbconverts_pages_without_the_reserialization(small_c
 
     done = subprocess.run([str(BIN / "nbgrader"), "generate_feedback", LESSON,
                            "--CourseDirectory.feedback_directory=htmlexporter-feedback",
-                           "--GenerateFeedback.exporter_class=nbconvert.exporters.HTMLExporter"],
+                           # nbconvert's HTMLExporter page, with the course's template and inert student content
+                           "--GenerateFeedback.exporter_class="
+                           "qkv_autograde.feedback_html.ReserializedFeedbackExporter"],
                           cwd=small_class, env=env(), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     ours = files_under(small_class / "feedback")

@@ -13,8 +13,8 @@ initialized from the same argument list the command line would get, so they load
 - `export_grades(to)`: ExportApp with its CSV plugin, in the coordinator.
 
 `QkvGenerateFeedback` (both routes) also writes again the pages whose grades or comments changed since they were
-written. `ReleaseFeedbackOfExchangeSubmissions` is `nbgrader release_feedback` for a class that handed in partly through the
-LMS (nbgrader_config.py installs it).
+written. `ReleaseFeedbackOfExchangeSubmissions` is `nbgrader release_feedback` for a class that handed in partly
+through the LMS (nbgrader_config.py installs both).
 """
 import glob
 import hashlib

@@ -167,3 +167,11 @@ class FeedbackExporter(HTMLExporter):
         if LAB_AREAS in html:
             return super().from_notebook_node(nb, resources, **kw)
         return describe_images(html), resources
+
+
+class ReserializedFeedbackExporter(FeedbackExporter):
+    """The same page as nbconvert's HTMLExporter writes it, BeautifulSoup pass included (same template, filters and
+    inert content): what FeedbackExporter's pages are compared with in tests/test_class_grading.py."""
+
+    def from_notebook_node(self, nb, resources=None, **kw):
+        return HTMLExporter.from_notebook_node(self, inert_notebook(nb), resources, **kw)
