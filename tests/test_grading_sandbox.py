@@ -32,8 +32,12 @@ POINTS = {"test_hard_lookup": 2, "test_softmax": 3, "test_soft_lookup": 3, "test
           "test_answer_lookup_on_miss": 1, "test_answer_blended_output": 1, "test_answer_why_separate": 1}
 FULL = sum(POINTS.values())
 PRIVATE_NOTE = "private-note-7f3a9c"  # only in the victim's notebook: no other feedback may show it
-FAST = ["--SandboxedExecute.cell_timeout=15", "--SandboxedExecute.call_timeout=10",
-        "--SandboxedExecute.budget_seconds=240"]
+# short enough that the looper and the slow call cost little, long enough that the printer's 300,000 prints
+# (under 15 s on a quiet 2-core CI machine, past 15 s on a machine shared by several test runs) finish in time
+FAST = ["--SandboxedExecute.cell_timeout=45", "--SandboxedExecute.call_timeout=20",
+        "--SandboxedExecute.budget_seconds=300"]
+# folder names outside intake.STUDENT_ID_CHARACTERS: refused with a reason, never graded, no row in grades.csv
+REFUSED = {"with space", "élodie", ".hidden"}
 
 pytestmark = pytest.mark.grading_class
 
@@ -62,6 +66,13 @@ def hashes(*folders):
             if path.is_file() and "__pycache__" not in path.parts:
                 found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
     return found
+
+
+def read_grades(path, lesson=LESSON):
+    """[(student id, score)] from grades.csv; an empty score is a student with no submission: None, not 0."""
+    with open(path, newline="", encoding="utf-8") as f:
+        return [(r["student_id"], None if r["score"] == "" else float(r["score"]))
+                for r in csv.DictReader(f) if r["assignment"] == lesson]
 
 
 def with_cell(nb, grade, extra, replace=False):
@@ -107,7 +118,8 @@ class Listener:
 
 
 def hostile_class(course, port):
-    """{student: (notebook or raw bytes, file name, expected score, anomaly names that must be reported)}."""
+    """{student: (notebook or raw bytes, file name, expected score, anomaly names that must be reported)};
+    the expected score is None for a student whose folder name is refused (REFUSED): they have no grade."""
     instructor = course / "autograde"
     gradebook = instructor / "gradebook.db"
     hidden = instructor / "qkv_grading" / "lesson01.py"
@@ -187,8 +199,9 @@ def hostile_class(course, port):
         # the second (a fresh home, /tmp and /dev/shm, no straggling process), or the second loses its points
         "persister": (with_cell(perfect(), "softmax", PERSIST), None, FULL, []),
         "persister2": (with_cell(perfect(), "hard_lookup", SNOOP), None, FULL, []),
-        "with space": (perfect(), None, FULL, []),
-        "élodie": (perfect(), None, FULL, []),
+        # honest work under a folder name that is not a student id: refused by name, never rewritten or graded
+        "with space": (perfect(), None, None, ["refused student id"]),
+        "élodie": (perfect(), None, None, ["refused student id"]),
     }
     return students
 
@@ -248,9 +261,9 @@ def graded_class(tmp_path_factory, request):
         run("export", "--to", "grades.csv", cwd=instructor)
     listener.close()
     after = hashes(*protected) | hashes(instructor / "nbgrader_config.py")
-    grades = {r["student_id"]: float(r["score"]) for r in csv.DictReader((instructor / "grades.csv").open())
-              if r["assignment"] == LESSON}
-    report = {r["student"]: r for r in csv.DictReader((instructor / f"anomalies-{LESSON}.csv").open())}
+    grades = dict(read_grades(instructor / "grades.csv"))
+    with (instructor / f"anomalies-{LESSON}.csv").open(newline="", encoding="utf-8") as f:
+        report = {r["student"]: r for r in csv.DictReader(f)}
     print(f"hostile class of {len(students) + 1} graded by {request.param} in {seconds:.0f} s "
           f"(isolation: {sandbox.isolation()})")
     return dict(course=course, students=students, grades=grades, report=report, before=before, after=after,
@@ -258,8 +271,8 @@ def graded_class(tmp_path_factory, request):
 
 
 def test_every_student_gets_exactly_their_honest_score(graded_class):
-    expected = {s: score for s, (_, _, score, _) in graded_class["students"].items()}
-    assert graded_class["grades"] == pytest.approx(expected)
+    expected = {s: score for s, (_, _, score, _) in graded_class["students"].items() if s not in REFUSED}
+    assert graded_class["grades"] == pytest.approx(expected)  # and no row at all for a refused folder
 
 
 def test_each_anomaly_is_named_in_the_report(graded_class):
@@ -268,9 +281,13 @@ def test_each_anomaly_is_named_in_the_report(graded_class):
         listed = report[student]["anomalies"].split("; ") if report[student]["anomalies"] else []
         for name in names:
             assert name in listed, f"{student}: {name!r} missing from the report ({report[student]})"
-    assert "refused student id" in report[".hidden"]["anomalies"]
-    honest = {"perfect", "blank", "with space", "élodie"}
-    for student in honest:
+    for student in REFUSED:  # one row each, naming the folder and why; nothing was graded, so no score
+        row = report[student]
+        assert (row["notebook"], row["score"], row["max_score"], row["anomalies"]) == \
+            ("", "", "", "refused student id"), (student, row)
+        assert "rename the folder" in row["details"], (student, row)
+    assert "is not a student id" in report["élodie"]["details"] and "élodie" in report["élodie"]["details"]
+    for student in ("perfect", "blank"):
         assert report[student]["anomalies"] in ("", "isolation partial"), (student, report[student])
     assert (graded_class["course"] / "autograde" / f"anomalies-{LESSON}.html").stat().st_size > 1000
 
@@ -321,6 +338,6 @@ def test_a_run_killed_half_way_then_rerun_gives_the_same_grades(tmp_path):
     result = run("autograde", LESSON, cwd=instructor)
     assert "graded only half-way" in result.stdout + result.stderr
     run("export", "--to", "grades.csv", cwd=instructor)
-    rows = [r for r in csv.DictReader((instructor / "grades.csv").open()) if r["assignment"] == LESSON]
+    rows = read_grades(instructor / "grades.csv")
     assert len(rows) == len(expected), "one row per student, no duplicates"
-    assert {r["student_id"]: float(r["score"]) for r in rows} == pytest.approx(expected)
+    assert dict(rows) == pytest.approx(expected)
