@@ -32,8 +32,8 @@ POINTS = {"test_hard_lookup": 2, "test_softmax": 3, "test_soft_lookup": 3, "test
           "test_answer_lookup_on_miss": 1, "test_answer_blended_output": 1, "test_answer_why_separate": 1}
 FULL = sum(POINTS.values())
 PRIVATE_NOTE = "private-note-7f3a9c"  # only in the victim's notebook: no other feedback may show it
-# short enough that the looper and the slow call cost little, long enough that the printer's 300,000 prints
-# (under 15 s on a quiet 2-core CI machine, past 15 s on a machine shared by several test runs) finish in time
+# short enough that the looper and the slow call cost little, long enough for the printer's 300,000 prints:
+# 4 s in a plain kernel on a 2-core machine at load 1.7, past a 15 s limit with several test runs sharing the cores
 FAST = ["--SandboxedExecute.cell_timeout=45", "--SandboxedExecute.call_timeout=20",
         "--SandboxedExecute.budget_seconds=300"]
 # folder names outside intake.STUDENT_ID_CHARACTERS: refused with a reason, never graded, no row in grades.csv
