@@ -258,3 +258,11 @@ def test_a_hand_grade_rewrites_exactly_that_page(graded):
     assert (other.read_bytes(), other.stat().st_mtime_ns) == other_before
     nbgrader("generate_feedback", LESSON, cwd=instructor)  # nothing changed since: nothing written
     assert page.read_text() == text
+    # make grade again, with nothing new to grade, is the other way an instructor refreshes the pages
+    with Gradebook(f"sqlite:///{instructor}/gradebook.db") as gb:
+        gb.find_grade("written_trophy", LESSON, LESSON, "mallory").manual_score = 2.0
+        gb.db.commit()
+    done = run([sys.executable, "-m", "qkv_autograde", LESSON, "--jobs", "1"], instructor)
+    assert "graded 0 submission(s)" in done.stdout, done.stdout
+    assert "Score: 2.0 / 2.0" in page.read_text()
+    assert (other.read_bytes(), other.stat().st_mtime_ns) == other_before

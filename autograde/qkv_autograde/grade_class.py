@@ -21,6 +21,8 @@ import warnings
 import nbformat
 from tqdm import tqdm
 
+from qkv import threads
+
 from . import feedback as feedback_pages
 from . import bulk_grading, intake, item_analysis, parallel, report, submissions
 from .converter import completely_graded, ensure_in_gradebook
@@ -42,6 +44,8 @@ class LocalWorkers:
         # Forked from this process, a worker starts with nbgrader, nbconvert and numpy already imported (about
         # 2 CPU-s each otherwise); forking is only safe while this process runs no other thread.
         context = "fork" if threading.active_count() == 1 else "spawn"
+        # each worker and its kernels take their share of the free CPUs as BLAS threads (qkv.threads), not all
+        os.environ.setdefault(threads.WORKERS_VARIABLE, str(jobs))
         self.pool = concurrent.futures.ProcessPoolExecutor(
             max_workers=jobs, mp_context=multiprocessing.get_context(context),
             initializer=parallel.warm_up, initargs=(lesson, settings))
@@ -214,6 +218,14 @@ def feedback(coursedir, lesson, sent, workers, force):
         bar.close()
 
 
+def refresh_feedback(coursedir, lesson):
+    """Nothing new was graded: the pages whose grades or comments changed since they were written (hand grading in
+    formgrader) are rewritten here; generate_feedback without --force leaves every other page as it is."""
+    students = feedback_pages.graded_students(coursedir, lesson)
+    with progress(f"feedback {lesson}", len(students), "student") as bar:
+        return sorted(_feedback_here(lesson, students, False, bar))
+
+
 def _feedback_here(lesson, students, force, bar):
     failed = []
     for k in range(0, len(students), FEEDBACK_SHARE):
@@ -257,7 +269,8 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
             report.write(HERE, app.coursedir.db_url, lesson, staged, by_student)
         for unclaimed in parallel.PENDING.values():  # sent, but nbgrader did not grade it: not worth waiting for
             unclaimed.future.cancel()
-        failed_feedback = feedback(app.coursedir, lesson, sent, workers, force) if bar.total else []
+        failed_feedback = (feedback(app.coursedir, lesson, sent, workers, force) if bar.total
+                           else refresh_feedback(app.coursedir, lesson))
     finally:
         workers.close()
     with progress("grades.csv and item analysis", 2, "file") as files:
