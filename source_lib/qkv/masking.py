@@ -8,13 +8,11 @@ masks and measures their effect.
 import numpy as np
 
 from qkv.attention import self_attention
-from qkv.shapes import as_float_array, require
+from qkv.shapes import as_float_array, require, whole_number
 
 
 def _sequence_length(T):
-    require(np.ndim(T) == 0 and isinstance(T, (int, np.integer)) and T >= 1,
-            f"T must be a positive whole number; got {T!r}")
-    return int(T)
+    return whole_number(T, "T", 1)
 
 
 def causal_mask(T):

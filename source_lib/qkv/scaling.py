@@ -7,18 +7,12 @@ so almost no gradient flows back into the queries and keys.
 import numpy as np
 
 from qkv.attention import dot_scores, scaled_scores, softmax
-from qkv.shapes import as_float_array, require
-
-
-def _positive_dimension(d_k):
-    require(np.ndim(d_k) == 0 and float(d_k) == int(d_k) and d_k >= 1,
-            f"d_k must be a positive whole number; got {d_k!r}")
-    return int(d_k)
+from qkv.shapes import as_float_array, require, whole_number
 
 
 def dot_product_variance(d_k, n_samples, rng):
     # d_k, n_samples, Generator -> a number: the sample variance of q.k for unit-variance q, k
-    d_k, n_samples = _positive_dimension(d_k), _positive_dimension(n_samples)
+    d_k, n_samples = whole_number(d_k, "d_k", 1), whole_number(n_samples, "n_samples", 1)
     # q first, then k, both from the caller's generator, so a student can reproduce the draw exactly
     q = rng.standard_normal((n_samples, d_k))
     k = rng.standard_normal((n_samples, d_k))
@@ -27,7 +21,7 @@ def dot_product_variance(d_k, n_samples, rng):
 
 def scale_for_unit_variance(d_k):
     # d_k -> a number c such that var(c * q.k) = 1 when var(q.k) = d_k
-    return 1.0 / np.sqrt(_positive_dimension(d_k))
+    return 1.0 / np.sqrt(whole_number(d_k, "d_k", 1))
 
 
 def entropy(weights, axis=-1):
@@ -77,7 +71,7 @@ def numerical_jacobian(fn, x, step=1e-6):
 
 def random_attention_weights(d_k, n_queries, n_keys, rng, scaled=True):
     # d_k, n_q, n_k, Generator -> [n_q, n_k]: weights of unit-variance random queries over random keys
-    Q = rng.standard_normal((n_queries, _positive_dimension(d_k)))
+    Q = rng.standard_normal((n_queries, whole_number(d_k, "d_k", 1)))
     K = rng.standard_normal((n_keys, d_k))
     return softmax(scaled_scores(Q, K) if scaled else dot_scores(Q, K))
 
