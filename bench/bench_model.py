@@ -77,7 +77,7 @@ def main():
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
     start = time.perf_counter()
-    from qkv import model as qkv_model
+    from qkv import gguf_weights, model as qkv_model
     from qkv.fetch import model_path
     path = model_path()
     import_seconds = time.perf_counter() - start
@@ -87,7 +87,7 @@ def main():
     report("import + verify model file", import_seconds)
     report("load (float32 cache)", load_seconds, "target <= 5 s")
     start = time.perf_counter()
-    qkv_model._read_gguf(path)
+    gguf_weights.read_gguf(path, qkv_model.Config)
     report("load straight from the GGUF", time.perf_counter() - start,
            "dequantize Q4_1; `make model` does this once and keeps the float32 cache")
 

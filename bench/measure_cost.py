@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from qkv import cost, heads, model
+from qkv import cost, heads, kv_cache, model
 from qkv.attention import attention
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -90,7 +90,7 @@ def kv_cache(m):
     c = m.config
     prompt = [int(i) for i in np.random.default_rng(7).integers(1000, c.vocab_size, size=256)]
     start = time.perf_counter()
-    cached, cached_logits = model.generate_with_cache(m, prompt, 64, return_logits=True)
+    cached, cached_logits = kv_cache.generate_with_cache(m, prompt, 64, return_logits=True)
     with_cache = time.perf_counter() - start
     start = time.perf_counter()
     plain, plain_logits = [], []

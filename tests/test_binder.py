@@ -55,7 +55,7 @@ def test_binder_start_turns_on_self_study_and_the_student_lab():
     assert 'JUPYTER_CONFIG_PATH="$here/jupyter/student' in start
     assert start.rstrip().endswith('exec "$@"')
     post_build = (ROOT / "postBuild").read_text()
-    assert "pip install --no-deps -e source_lib" in post_build and "python -m qkv.fetch" in post_build
+    assert "pip install --no-deps -e source_lib" in post_build and "python -m qkv.model" in post_build
     assert "jupyter/lab-overrides.json" in post_build
 
 

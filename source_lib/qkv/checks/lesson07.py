@@ -181,14 +181,15 @@ def _student_append(student_append):
 
 def generation_matches(student_attention_step, student_append, prompt=VISIBLE_PROMPT, n_new=4, atol=1e-4):
     """Greedy generation with the student's cache must give the tokens and logits of generation without one."""
-    from qkv import model
+    from qkv import kv_cache, model
 
     m = model.load()
     ids = model.encode(m, prompt)
     try:
-        new_ids, logits = model.generate_with_cache(m, ids, n_new, attention_step=_student_step(student_attention_step),
-                                                    append_to_cache=_student_append(student_append),
-                                                    return_logits=True)
+        new_ids, logits = kv_cache.generate_with_cache(m, ids, n_new,
+                                                       attention_step=_student_step(student_attention_step),
+                                                       append_to_cache=_student_append(student_append),
+                                                       return_logits=True)
     except Hint:
         raise
     except ValueError as error:
