@@ -1,0 +1,58 @@
+"""The library checks a whole number, and token ids, one way (qkv.shapes): the same mistake, the same message.
+
+A whole number is an int or a numpy integer: never a bool (True is no length) nor a float, even 3.0 (int() would
+hide a 2.5). Each case below was accepted, or named the wrong argument, before the validators were shared.
+"""
+import numpy as np
+import pytest
+
+from qkv import cost, kv_cache, masking, model, scaling
+
+CACHE = (np.zeros((2, 6, 4)), np.zeros((2, 6, 4)))
+QKV = (np.zeros((3, 4)), np.zeros((3, 4)), np.zeros((3, 2)))
+
+WHOLE_NUMBER_CASES = {
+    "causal_mask(True)": (lambda: masking.causal_mask(True), "T must be a positive whole number; got True"),
+    "padding_mask T = 4.0": (lambda: masking.padding_mask([2, 1], 4.0), "T must be a positive whole number; got 4.0"),
+    "scale_for_unit_variance(64.0)": (lambda: scaling.scale_for_unit_variance(64.0),
+                                      "d_k must be a positive whole number; got 64.0"),
+    "scale_for_unit_variance(True)": (lambda: scaling.scale_for_unit_variance(True),
+                                      "d_k must be a positive whole number; got True"),
+    "dot_product_variance n_samples 0": (lambda: scaling.dot_product_variance(8, 0, np.random.default_rng(0)),
+                                         "n_samples must be a positive whole number; got 0"),
+    "score_count(True)": (lambda: cost.score_count(True), "T must be a whole number >= 0; got True"),
+    "score_count(3.0)": (lambda: cost.score_count(3.0), "T must be a whole number >= 0; got 3.0"),
+    "check_probe_fits(True)": (lambda: cost.check_probe_fits(True), "T must be a positive whole number; got True"),
+    "evict window 2.0": (lambda: cost.evict(*CACHE, 2.0), "window must be a positive whole number; got 2.0"),
+    "evict n_sink True": (lambda: cost.evict(*CACHE, 2, n_sink=True), "n_sink must be a whole number >= 0; got True"),
+    "causal_block_counts chunk 2.0": (lambda: cost.causal_block_counts(8, 2.0),
+                                      "chunk must be a positive whole number; got 2.0"),
+    "chunked_attention chunk True": (lambda: cost.chunked_attention(*QKV, True),
+                                     "chunk must be a positive whole number; got True"),
+}
+
+
+@pytest.mark.parametrize("case", WHOLE_NUMBER_CASES)
+def test_a_whole_number_is_an_int_never_a_bool_or_a_float_with_one_message(case):
+    call, message = WHOLE_NUMBER_CASES[case]
+    with pytest.raises(ValueError) as error:
+        call()
+    assert str(error.value) == message
+
+
+def test_the_model_takes_whole_numbers_and_token_ids_the_same_way():
+    smol = model.load()
+    ids = model.encode(smol, "Hello")
+    cases = [
+        (lambda: model.generate(smol, ids, 1.5), "n_new must be a whole number >= 0; got 1.5"),
+        (lambda: kv_cache.generate_with_cache(smol, ids, True), "n_new must be a whole number >= 0; got True"),
+        (lambda: model.block_steps(smol, ids, 1.0), "layer_index must be a whole number >= 0; got 1.0"),
+        (lambda: model.generate(smol, [3.7, 5.0], 1), "ids must be whole numbers (token ids); got dtype float64"),
+        (lambda: kv_cache.generate_with_cache(smol, [3.7], 1), "ids must be whole numbers (token ids); got dtype float64"),
+        (lambda: model.forward(smol, []), "ids must be a non-empty 1-D sequence of token ids; got shape (0,)"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError) as error:
+            call()
+        assert str(error.value) == message
+    assert model.decode(smol, []) == ""          # an empty sequence of ids is still ids
