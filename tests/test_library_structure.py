@@ -1,0 +1,246 @@
+"""The library's shape: how source_lib/qkv's modules depend on each other, how long they are, and that they use
+only each other's public names (read with `ast`, imports inside functions included)."""
+import ast
+import functools
+import pathlib
+
+import pytest
+
+LIBRARY = pathlib.Path(__file__).resolve().parents[1] / "source_lib" / "qkv"
+
+# Modules that import a module named by runtime data, not by their code: qkv.wire imports the module a reply
+# names, after its allowlist accepted the name. Any other import_module whose name cannot be read fails the test.
+DATA_DRIVEN_IMPORTS = {"qkv.wire"}
+# The one cycle left, in a module of another part of issue 23: model_cache.fill imports qkv.model so that the
+# model's import hashes the code its stamp names, while qkv.model.forward reads model_cache. Delete the entry
+# when that import goes; no other cycle may be added here.
+KNOWN_CYCLES = [{"qkv.model", "qkv.model_cache"}]
+
+
+def library_modules(root=LIBRARY):
+    """{"qkv.attention": path, "qkv.checks": path of its __init__.py, ...}"""
+    modules = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = (root.name,) + path.relative_to(root).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def _strings(node, names):
+    # the strings an expression can be: a literal, a name bound to literals, an f-string over such names
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        values = [_strings(element, names) for element in node.elts]
+        return None if None in values else [value for group in values for value in group]
+    if isinstance(node, ast.JoinedStr):
+        texts = [""]
+        for part in node.values:
+            options = _strings(part.value if isinstance(part, ast.FormattedValue) else part, names)
+            if options is None:
+                return None
+            texts = [text + option for text in texts for option in options]
+        return texts
+    return None
+
+
+def _bound_strings(tree):
+    # name -> the strings it is bound to by `NAME = ("a", "b")` or `for NAME in ("a", "b")` (comprehensions too)
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            values = _strings(node.value, names)
+            if values is not None:
+                names[node.targets[0].id] = values
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name):
+            values = _strings(node.iter, names)
+            if values is not None:
+                names[node.target.id] = values
+    return names
+
+
+def imports_of(name, path, modules):
+    """The library modules `name` imports anywhere in its code, inside functions included, and the calls to
+    importlib.import_module whose module name it cannot read."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    names, found, unreadable = _bound_strings(tree), set(), []
+
+    def add(module, members=()):
+        # `from qkv import model` imports the module qkv.model; `from qkv.model import load` imports qkv.model
+        submodules = [f"{module}.{member}" for member in members if f"{module}.{member}" in modules]
+        found.update(submodules)
+        if module in modules and (not members or len(submodules) < len(members)):
+            found.add(module)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            add(base, [alias.name for alias in node.names])
+        elif (isinstance(node, ast.Call) and node.args
+              and getattr(node.func, "attr", getattr(node.func, "id", None)) in ("import_module", "__import__")):
+            targets = _strings(node.args[0], names)
+            if targets is None:
+                unreadable.append(f"{name} line {node.lineno}: {ast.unparse(node)}")
+            else:
+                for target in targets:
+                    add(target)
+    found.discard(name)
+    return found, unreadable
+
+
+def import_graph(modules):
+    graph, unreadable = {}, []
+    for name, path in modules.items():
+        graph[name], cannot_read = imports_of(name, path, modules)
+        if name not in DATA_DRIVEN_IMPORTS:
+            unreadable += cannot_read
+    return graph, unreadable
+
+
+def cycles(graph):
+    """The strongly connected components of more than one module (Tarjan's algorithm), each a sorted list."""
+    index, low, stack, on_stack, components = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(graph.get(node, ())):
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def _edges_within(graph, component):
+    # "qkv.model imports qkv.cost, qkv.fetch; ...": the imports that make the cycle
+    return "; ".join(f"{name} imports {', '.join(sorted(set(graph[name]) & set(component)))}" for name in component)
+
+
+def test_the_library_imports_run_one_way_lazy_imports_included():
+    graph, unreadable = import_graph(library_modules())
+    assert graph["qkv.model"] and "qkv.fetch" in graph["qkv.model"]   # the reader sees imports at all
+    assert not unreadable, f"imports whose module the test cannot read (name it with a literal): {unreadable}"
+    found = cycles(graph)
+    unexpected = [component for component in found if set(component) not in KNOWN_CYCLES]
+    assert not unexpected, "import cycles in source_lib/qkv: " + " | ".join(
+        _edges_within(graph, component) for component in unexpected)
+
+
+def test_the_cycle_finder_finds_a_cycle_hidden_in_a_function(tmp_path):
+    package = tmp_path / "qkv"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from qkv.b import f\n")
+    (package / "b.py").write_text("def f():\n    from qkv import c\n")
+    (package / "c.py").write_text("import importlib\nNAMES = ('a',)\nM = [importlib.import_module(f'qkv.{n}') for n in NAMES]\n")
+    (package / "d.py").write_text("from . import a\n")
+    graph, unreadable = import_graph(library_modules(package))
+    assert graph["qkv.d"] == {"qkv.a"} and not unreadable
+    assert cycles(graph) == [["qkv.a", "qkv.b", "qkv.c"]]
+
+
+# ---------------------------------------------------------------- short modules, public names only
+
+MAX_LINES = 400
+# Files other engineers are changing under issue 23 (items 3 and 6, wire's split): these checks flip when fixed.
+TOO_LONG_ELSEWHERE = {"qkv.wire", "qkv.checks.lesson06", "qkv.checks.lesson07"}
+PRIVATE_IMPORTS_ELSEWHERE = {"qkv.sinks"}  # `from qkv.masking import _sequence_length`
+
+
+@functools.lru_cache(maxsize=1)
+def _modules():
+    return library_modules()
+
+
+def _from_module(node, name, path):
+    """The absolute module a `from ... import` names, for `from .x import y` as for `from qkv.x import y`."""
+    if not node.level:
+        return node.module or ""
+    package = name.split(".")
+    package = package[:len(package) - node.level + (1 if path.name == "__init__.py" else 0)]
+    return ".".join(package + ([node.module] if node.module else []))
+
+
+def private_names_used(name, path, modules):
+    """('qkv.x._name', line) for every private name of another library module that module `name` imports or
+    reads, inside functions included: `from qkv.x import _name`, and `x._name` where `x` is a qkv module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found, module_names = [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in modules:
+                    module_names[alias.asname or alias.name] = alias.name
+        elif isinstance(node, ast.ImportFrom):
+            source = _from_module(node, name, path)
+            for alias in node.names:
+                imported = f"{source}.{alias.name}"
+                if imported in modules:  # `from qkv import cost`: a module, whose attributes are read below
+                    module_names[alias.asname or alias.name] = imported
+                elif source in modules and source != name and alias.name.startswith("_") \
+                        and not alias.name.startswith("__"):
+                    found.append((imported, node.lineno))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in module_names:
+            owner = module_names[node.value.id]
+            if owner != name and node.attr.startswith("_") and not node.attr.startswith("__"):
+                found.append((f"{owner}.{node.attr}", node.lineno))
+    return found
+
+
+def _marked(names, why):
+    return [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=f"{name}: {why}")) if name in names
+            else name for name in _modules()]
+
+
+@pytest.mark.parametrize("module", _marked(TOO_LONG_ELSEWHERE, f"over {MAX_LINES} lines, split under issue 23"))
+def test_no_module_of_the_library_is_over_400_lines(module):
+    lines = len(_modules()[module].read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{module} has {lines} lines; split it by job (at most {MAX_LINES})"
+
+
+@pytest.mark.parametrize("module", _marked(PRIVATE_IMPORTS_ELSEWHERE, "imports another module's private name"))
+def test_no_module_uses_another_modules_private_names(module):
+    used = private_names_used(module, _modules()[module], _modules())
+    assert not used, f"{module} uses private names of other modules: " + ", ".join(
+        f"{name} (line {line})" for name, line in used) + "; make the name public or move the code"
+
+
+def test_the_private_name_reader_sees_lazy_imports_relative_imports_and_module_attributes(tmp_path):
+    package = tmp_path / "qkv"
+    package.mkdir()
+    for name in ("__init__", "wire", "masking", "checking"):
+        (package / f"{name}.py").write_text("")
+    (package / "a.py").write_text("from qkv import wire\nfrom . import masking\n\ndef f():\n"
+                                  "    from qkv.checking import _where\n"
+                                  "    return wire._from_plain, masking._sequence_length, wire.__name__, masking.mask\n")
+    modules = library_modules(package)
+    assert sorted(private_names_used("qkv.a", package / "a.py", modules)) == [
+        ("qkv.checking._where", 5), ("qkv.masking._sequence_length", 6), ("qkv.wire._from_plain", 6)]
