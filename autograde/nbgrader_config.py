@@ -38,8 +38,9 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # folder; the test cells run here and call the student's functions across the boundary with plain data.
 import nbgrader.apps.autogradeapp  # noqa: E402
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput,  # noqa: E402
-                                    DeduplicateIds, IgnorePattern, LimitOutput, OverwriteKernelspec, SaveAutoGrades)
+                                    DeduplicateIds, IgnorePattern, LimitOutput, OverwriteKernelspec)
 from qkv_autograde.converter import QkvAutograde  # noqa: E402
+from qkv_autograde.hand_scores import SaveAutoGradesAndHandScores  # noqa: E402
 from qkv_autograde.preprocessors import (RecordAnomalies, RecoverMetadata, RestoreLockedCells,  # noqa: E402
                                          SandboxedExecute)
 
@@ -48,7 +49,8 @@ nbgrader.apps.autogradeapp.Autograde = QkvAutograde
 # RecoverMetadata first: nbgrader's own steps trust the cells' metadata, and a student can write anything there
 c.Autograde.sanitize_preprocessors = [RecoverMetadata, ClearOutput, DeduplicateIds, OverwriteKernelspec,
                                       RestoreLockedCells, CheckCellMetadata]
-c.Autograde.autograde_preprocessors = [SandboxedExecute, IgnorePattern, LimitOutput, SaveAutoGrades,
+# SaveAutoGradesAndHandScores: nbgrader's SaveAutoGrades, and a hand score whose answer changed is flagged for review
+c.Autograde.autograde_preprocessors = [SandboxedExecute, IgnorePattern, LimitOutput, SaveAutoGradesAndHandScores,
                                        AssignLatePenalties, CheckCellMetadata, RecordAnomalies]
 # `nbgrader zip_collect` (and `make grade SUBMISSIONS=export.zip`) unpacks LMS exports safely and knows their
 # file names (qkv_autograde/intake.py documents the patterns)

@@ -13,6 +13,11 @@ refused` (neither copy has a time from the LMS, so the one collected before is k
 to, with --allow-older). Every grading appends `{"event": "graded", "at", "student", "notebook", "sha256",
 "score", "max_score", "anomalies": [names], "autograded": <the graded file's time>}`, once per graded file.
 
+Hand scores follow their answer (hand_scores.py): every grading of a notebook appends `{"event": "answers", "at",
+"student", "notebook", "answers": {cell: sha256 of the answer}}` for its cells graded by hand, and a hand score seen
+for the first time (or changed, or saved again in formgrader) appends `{"event": "hand score", "at", "student",
+"notebook", "cell", "score", "sha256": <the answer it was given for, null when not known>}`.
+
 The LMS's time of a copy is `lms_time` (Blackboard's time in the name, Gradescope's `:created_at:`); Canvas gives
 no time but numbers every upload in order (`lms_order`, the attachment id). Moodle and plain folders give neither.
 """
@@ -139,3 +144,27 @@ def graded_record(student, notebook, sha256, score, max_score, anomalies, autogr
 def already_graded(records, student, notebook, autograded_time):
     return any(r.get("event") == "graded" and r.get("student") == student and r.get("notebook") == notebook
                and r.get("autograded") == autograded_time for r in records)
+
+
+def answers_record(student, notebook, answers):
+    return {"event": "answers", "at": now(), "student": student, "notebook": notebook, "answers": answers}
+
+
+def hand_score_record(student, notebook, cell, score, sha256):
+    return {"event": "hand score", "at": now(), "student": student, "notebook": notebook, "cell": cell,
+            "score": score, "sha256": sha256}
+
+
+def latest_answers(records, student, notebook):
+    """{cell: sha256} of the latest grading of this notebook (what formgrader shows), or None before any."""
+    for record in reversed(records):
+        if (record.get("event") == "answers" and record.get("student") == student
+                and record.get("notebook") == notebook and isinstance(record.get("answers"), dict)):
+            return record["answers"]
+    return None
+
+
+def hand_scores_given(records, student, notebook):
+    """{cell: the latest `hand score` record of that cell}."""
+    return {r.get("cell"): r for r in records if r.get("event") == "hand score" and r.get("student") == student
+            and r.get("notebook") == notebook}

@@ -15,7 +15,7 @@ import os
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 
-from . import history
+from . import hand_scores, history
 from .exports import write_csv
 
 
@@ -63,6 +63,7 @@ def rows(course_root, db_url, lesson, staged, autograded="autograded", extra=Non
                 try:
                     submission = gb.find_submission_notebook(notebook, lesson, student)
                     score, max_score = submission.score, submission.max_score
+                    notes += hand_scores.report_notes(course_root, gb, past, lesson, student, notebook)
                 except MissingEntry:
                     pass
             yield {"student": student, "notebook": notebook, "score": score, "max_score": max_score,
