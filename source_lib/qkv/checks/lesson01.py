@@ -1,7 +1,7 @@
 """Visible checks for lesson 01, the lookup analogy."""
 import numpy as np
 
-from qkv import lookup, attention as ref
+from qkv import lookup, attention as ref_attention
 from qkv.checking import Hint, call, check_against, describe, seal
 
 SOFTMAX_OVERFLOW = ("exp overflowed. Subtract the maximum along `axis` (keepdims=True) before "
@@ -16,7 +16,7 @@ WHOLE_ARRAY = ("the result is normalised over the whole array; each slice along 
                "(use keepdims=True).")
 
 SOFTMAX_MISTAKES = [
-    (lambda x, axis=-1: ref.softmax(x, axis=_other_axis(x, axis)),
+    (lambda x, axis=-1: ref_attention.softmax(x, axis=_other_axis(x, axis)),
      "the result sums to 1 along the wrong axis: normalise along `axis`, not a fixed one."),
     (lambda x, axis=-1: np.asarray(x) / np.sum(x, axis=axis, keepdims=True),
      "these are the inputs divided by their sum. Softmax exponentiates first, then normalises."),
@@ -58,14 +58,15 @@ def softmax(student_softmax):
     small = np.array([[1.0, 2.0, 3.0], [0.5, 0.5, 0.5]])
     check = dict(name="softmax", diagnoses=SOFTMAX_MISTAKES, extra_checks=[_sums_to_one],
                  nonfinite_hint=SOFTMAX_OVERFLOW, confirm_with=SOFTMAX_CONFIRMATIONS)
-    check_against(student_softmax, ref.softmax, (np.array([2.0, 1.0, 0.1]),), **check)
-    check_against(student_softmax, ref.softmax, (small,), **check)
-    check_against(student_softmax, ref.softmax, (small,), {"axis": 0}, **check)
-    check_against(student_softmax, ref.softmax, (np.array([1000.0, 1001.0, 1002.0]),), **check)
+    check_against(student_softmax, ref_attention.softmax, (np.array([2.0, 1.0, 0.1]),), **check)
+    check_against(student_softmax, ref_attention.softmax, (small,), **check)
+    check_against(student_softmax, ref_attention.softmax, (small,), {"axis": 0}, **check)
+    check_against(student_softmax, ref_attention.softmax, (np.array([1000.0, 1001.0, 1002.0]),), **check)
     # rows of very different size: each must be shifted by its own maximum
-    check_against(student_softmax, ref.softmax, (np.array([[0.0, 0.0], [1000.0, 1000.0]]),), **check)
-    check_against(student_softmax, ref.softmax, (np.array([[0.0, 1000.0], [1.0, 1000.0]]),), {"axis": 0}, **check)
-    check_against(student_softmax, ref.softmax, ([[1.0, 2.0], [3.0, 5.0]],), **check)  # lists are accepted
+    check_against(student_softmax, ref_attention.softmax, (np.array([[0.0, 0.0], [1000.0, 1000.0]]),), **check)
+    check_against(student_softmax, ref_attention.softmax,
+                  (np.array([[0.0, 1000.0], [1.0, 1000.0]]),), {"axis": 0}, **check)
+    check_against(student_softmax, ref_attention.softmax, ([[1.0, 2.0], [3.0, 5.0]],), **check)  # lists are accepted
     print("softmax: all visible checks passed.")
 
 

@@ -5,10 +5,10 @@ every other function of qkv's reference modules stays off limits inside the stud
 """
 import numpy as np
 
-from qkv import attention as ref
+from qkv import attention as ref_attention
 from qkv.checking import check_against, seal
 
-TOOLS = (ref.softmax,)  # handed to the student in the notebook's import cell
+TOOLS = (ref_attention.softmax,)  # handed to the student in the notebook's import cell
 
 # The seed's worked example: one query, three keys, d_k = 4, d_v = 2.
 WORKED_Q = np.array([[1.0, 0.0, 1.0, 0.0]])
@@ -47,11 +47,11 @@ def _d_k(Q):
 
 
 def _rows_softmax(scores):
-    return ref.softmax(scores, axis=-1)
+    return ref_attention.softmax(scores, axis=-1)
 
 
 def _columns_softmax(scores):
-    return ref.softmax(scores, axis=0)
+    return ref_attention.softmax(scores, axis=0)
 
 
 def _divided_by_sum(scores):
@@ -138,13 +138,13 @@ PROJECT_QKV_MISTAKES = [
 def _self_attention_mistake(attention_mistake, projection=None):
     # a self-attention mistake = a wrong projection or a wrong attention step on the right projection
     def mistaken(X, W_Q, W_K, W_V):
-        Q, K, V = projection(X, W_Q, W_K, W_V) if projection else ref.project_qkv(X, W_Q, W_K, W_V)
+        Q, K, V = projection(X, W_Q, W_K, W_V) if projection else ref_attention.project_qkv(X, W_Q, W_K, W_V)
         return attention_mistake(Q, K, V)
     return mistaken
 
 
 def _reference_attention(Q, K, V):
-    return ref.attention(Q, K, V)
+    return ref_attention.attention(Q, K, V)
 
 
 SELF_ATTENTION_MISTAKES = (
@@ -166,54 +166,58 @@ def _rows_sum_to_one(got, args, kwargs):
 
 def dot_scores(student_dot_scores):
     check = dict(name="dot_scores", diagnoses=DOT_SCORES_MISTAKES, allowed=TOOLS)
-    got = check_against(student_dot_scores, ref.dot_scores, (WORKED_Q, WORKED_K), **check)
-    check_against(student_dot_scores, ref.dot_scores, (SMALL_Q, SMALL_K), **check)
-    check_against(student_dot_scores, ref.dot_scores, (SMALL_Q.tolist(), SMALL_K.tolist()), **check)
+    got = check_against(student_dot_scores, ref_attention.dot_scores, (WORKED_Q, WORKED_K), **check)
+    check_against(student_dot_scores, ref_attention.dot_scores, (SMALL_Q, SMALL_K), **check)
+    check_against(student_dot_scores, ref_attention.dot_scores, (SMALL_Q.tolist(), SMALL_K.tolist()), **check)
     print(f"dot_scores: all visible checks passed; the worked example's raw scores are {got.ravel()}.")
 
 
 def scaled_scores(student_scaled_scores):
     check = dict(name="scaled_scores", diagnoses=SCALED_SCORES_MISTAKES, allowed=TOOLS)
-    got = check_against(student_scaled_scores, ref.scaled_scores, (WORKED_Q, WORKED_K), **check)
-    check_against(student_scaled_scores, ref.scaled_scores, (SMALL_Q, SMALL_K), **check)
-    check_against(student_scaled_scores, ref.scaled_scores, (SMALL_Q.tolist(), SMALL_K.tolist()), **check)
+    got = check_against(student_scaled_scores, ref_attention.scaled_scores, (WORKED_Q, WORKED_K), **check)
+    check_against(student_scaled_scores, ref_attention.scaled_scores, (SMALL_Q, SMALL_K), **check)
+    check_against(student_scaled_scores, ref_attention.scaled_scores, (SMALL_Q.tolist(), SMALL_K.tolist()), **check)
     print(f"scaled_scores: all visible checks passed; the worked example's scaled scores are {got.ravel()}.")
 
 
 def attention_weights(student_attention_weights):
     check = dict(name="attention_weights", diagnoses=ATTENTION_WEIGHTS_MISTAKES, allowed=TOOLS,
                  extra_checks=[_rows_sum_to_one], nonfinite_hint=NONFINITE)
-    got = check_against(student_attention_weights, ref.attention_weights, (WORKED_Q, WORKED_K), **check)
-    check_against(student_attention_weights, ref.attention_weights, (SMALL_Q, SMALL_K), **check)
-    check_against(student_attention_weights, ref.attention_weights, (SMALL_Q.tolist(), SMALL_K.tolist()), **check)
-    check_against(student_attention_weights, ref.attention_weights, (100 * SMALL_Q, 100 * SMALL_K), **check)
+    got = check_against(student_attention_weights, ref_attention.attention_weights, (WORKED_Q, WORKED_K), **check)
+    check_against(student_attention_weights, ref_attention.attention_weights, (SMALL_Q, SMALL_K), **check)
+    check_against(student_attention_weights, ref_attention.attention_weights,
+                  (SMALL_Q.tolist(), SMALL_K.tolist()), **check)
+    check_against(student_attention_weights, ref_attention.attention_weights, (100 * SMALL_Q, 100 * SMALL_K), **check)
     print(f"attention_weights: all visible checks passed; the worked example's weights are "
           f"{np.round(got.ravel(), 4)}.")
 
 
 def attention(student_attention):
     check = dict(name="attention", diagnoses=ATTENTION_MISTAKES, allowed=TOOLS, nonfinite_hint=NONFINITE)
-    got = check_against(student_attention, ref.attention, (WORKED_Q, WORKED_K, WORKED_V), **check)
-    check_against(student_attention, ref.attention, (SMALL_Q, SMALL_K, SMALL_V), **check)
-    check_against(student_attention, ref.attention, (SMALL_Q.tolist(), SMALL_K.tolist(), SMALL_V.tolist()), **check)
+    got = check_against(student_attention, ref_attention.attention, (WORKED_Q, WORKED_K, WORKED_V), **check)
+    check_against(student_attention, ref_attention.attention, (SMALL_Q, SMALL_K, SMALL_V), **check)
+    check_against(student_attention, ref_attention.attention,
+                  (SMALL_Q.tolist(), SMALL_K.tolist(), SMALL_V.tolist()), **check)
     print(f"attention: all visible checks passed; the worked example's output is {np.round(got.ravel(), 4)}.")
 
 
 def project_qkv(student_project_qkv):
     check = dict(name="project_qkv", diagnoses=PROJECT_QKV_MISTAKES, allowed=TOOLS, outputs=("Q", "K", "V"))
-    check_against(student_project_qkv, ref.project_qkv, (SMALL_X, SQUARE_W_Q, SQUARE_W_K, SQUARE_W_V), **check)
+    check_against(student_project_qkv, ref_attention.project_qkv,
+                  (SMALL_X, SQUARE_W_Q, SQUARE_W_K, SQUARE_W_V), **check)
     args = (SMALL_X, SMALL_W_Q, SMALL_W_K, SMALL_W_V)
-    check_against(student_project_qkv, ref.project_qkv, args, **check)
-    check_against(student_project_qkv, ref.project_qkv, tuple(a.tolist() for a in args), **check)
+    check_against(student_project_qkv, ref_attention.project_qkv, args, **check)
+    check_against(student_project_qkv, ref_attention.project_qkv, tuple(a.tolist() for a in args), **check)
     print("project_qkv: all visible checks passed.")
 
 
 def self_attention(student_self_attention):
     check = dict(name="self_attention", diagnoses=SELF_ATTENTION_MISTAKES, allowed=TOOLS, nonfinite_hint=NONFINITE)
-    check_against(student_self_attention, ref.self_attention, (SMALL_X, SQUARE_W_Q, SQUARE_W_K, SQUARE_W_V), **check)
+    check_against(student_self_attention, ref_attention.self_attention,
+                  (SMALL_X, SQUARE_W_Q, SQUARE_W_K, SQUARE_W_V), **check)
     args = (SMALL_X, SMALL_W_Q, SMALL_W_K, SMALL_W_V)
-    check_against(student_self_attention, ref.self_attention, args, **check)
-    check_against(student_self_attention, ref.self_attention, tuple(a.tolist() for a in args), **check)
+    check_against(student_self_attention, ref_attention.self_attention, args, **check)
+    check_against(student_self_attention, ref_attention.self_attention, tuple(a.tolist() for a in args), **check)
     print("self_attention: all visible checks passed.")
 
 

@@ -1,11 +1,11 @@
 """Visible checks for lesson 03, why attention divides by sqrt(d_k)."""
 import numpy as np
 
-from qkv import attention as ref, scaling
+from qkv import attention as ref_attention, scaling
 from qkv.checking import Hint, call, call_text, check_against, close, expect_number, seal
 
 # The lesson hands out the library's softmax; every other step is the student's own.
-TOOLS = (ref.softmax,)
+TOOLS = (ref_attention.softmax,)
 
 
 # ---------------------------------------------------------------- dot_product_variance
@@ -201,7 +201,7 @@ def entropy(student_fn):
 # ---------------------------------------------------------------- softmax_jacobian
 
 def _from_weights(fn):
-    return lambda scores: fn(ref.softmax(np.asarray(scores, dtype=float)))
+    return lambda scores: fn(ref_attention.softmax(np.asarray(scores, dtype=float)))
 
 
 SOFTMAX_JACOBIAN_MISTAKES = [
@@ -261,7 +261,7 @@ QUERY_JACOBIAN_MISTAKES = [
      "K / sqrt(d_k) per unit of the query."),
     (lambda q, K: scaling.query_jacobian(q, K, scale=1.0 / np.shape(q)[-1]),
      "the scores are divided by d_k; attention divides them by sqrt(d_k)."),
-    (lambda q, K: np.diag(ref.softmax(_scaled(q, K))) @ np.asarray(K, float) / np.sqrt(np.shape(q)[-1]),
+    (lambda q, K: np.diag(ref_attention.softmax(_scaled(q, K))) @ np.asarray(K, float) / np.sqrt(np.shape(q)[-1]),
      "the outer-product term of the softmax Jacobian is missing: use diag(w) - w w^T, not diag(w)."),
     (lambda q, K: scaling.softmax_jacobian(_scaled(q, K)),
      "this is the softmax Jacobian with respect to the scores; chain it with d scores / d q = K / sqrt(d_k)."),

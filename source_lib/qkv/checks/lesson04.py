@@ -11,7 +11,7 @@ import functools
 
 import numpy as np
 
-from qkv import attention as ref, masking, probes
+from qkv import attention as ref_attention, masking, probes
 from qkv.checking import Hint, _certain_diagnosis, _Probes, call, call_text, check_against, expect_array, seal
 
 WORDS = ["Hà", "Nội", "là", "thủ", "đô"]
@@ -93,19 +93,19 @@ def causal_mask(student_causal_mask):
 
 def _minus_1e9(scores, mask):
     scores = np.asarray(scores)
-    return ref.softmax(scores + np.where(mask, 0.0, -1e9).astype(scores.dtype))
+    return ref_attention.softmax(scores + np.where(mask, 0.0, -1e9).astype(scores.dtype))
 
 
 MASKED_SOFTMAX_MISTAKES = [
-    (lambda s, m: ref.softmax(s) * m,
+    (lambda s, m: ref_attention.softmax(s) * m,
      "the hidden entries are 0 but the rows no longer sum to 1: the mask was applied after the softmax. "
      "Hide the scores before it (np.where(mask, scores, -np.inf)), so the visible ones share all the weight."),
-    (lambda s, m: ref.softmax(np.where(m, s, 0.0)),
+    (lambda s, m: ref_attention.softmax(np.where(m, s, 0.0)),
      "hidden keys still receive weight: their scores were set to 0, and 0 is an ordinary score "
      "(exp(0) = 1). Use -inf, whose exponential is exactly 0."),
-    (lambda s, m: ref.softmax(s),
+    (lambda s, m: ref_attention.softmax(s),
      "this is the plain softmax: the mask was ignored."),
-    (lambda s, m: ref.masked_softmax(s, ~np.asarray(m, dtype=bool)),
+    (lambda s, m: ref_attention.masked_softmax(s, ~np.asarray(m, dtype=bool)),
      "the weight lands exactly where the mask is False: True means MAY attend, so hide where it is False."),
     (_minus_1e9,
      "a row with no visible key came back with weights, as if nothing were masked (or uniform, in float32): "
@@ -134,10 +134,10 @@ def _masked_softmax_properties(got, args, kwargs):
     return None
 
 
-MASKED_SOFTMAX_REFERENCE = quietly(ref.masked_softmax)
+MASKED_SOFTMAX_REFERENCE = quietly(ref_attention.masked_softmax)
 MASKED_SOFTMAX_CHECK = dict(name="masked_softmax", diagnoses=MASKED_SOFTMAX_MISTAKES,
                             extra_checks=[_masked_softmax_properties], nonfinite_hint=MASKED_SOFTMAX_NONFINITE,
-                            allowed=(ref.softmax,))
+                            allowed=(ref_attention.softmax,))
 
 
 def masked_softmax(student_masked_softmax):
@@ -161,31 +161,31 @@ def masked_softmax(student_masked_softmax):
 def _attention_with(weights_of):
     """A mistaken causal self-attention: weights_of(scaled scores [..., T, T], T) replaces the masked softmax."""
     def mistaken(X, W_Q, W_K, W_V):
-        Q, K, V = ref.project_qkv(X, W_Q, W_K, W_V)
-        return weights_of(ref.scaled_scores(Q, K), np.shape(X)[-2]) @ V
+        Q, K, V = ref_attention.project_qkv(X, W_Q, W_K, W_V)
+        return weights_of(ref_attention.scaled_scores(Q, K), np.shape(X)[-2]) @ V
     return mistaken
 
 
 def _unscaled(X, W_Q, W_K, W_V):
-    Q, K, V = ref.project_qkv(X, W_Q, W_K, W_V)
-    return ref.masked_softmax(ref.dot_scores(Q, K), masking.causal_mask(np.shape(X)[-2])) @ V
+    Q, K, V = ref_attention.project_qkv(X, W_Q, W_K, W_V)
+    return ref_attention.masked_softmax(ref_attention.dot_scores(Q, K), masking.causal_mask(np.shape(X)[-2])) @ V
 
 
 CAUSAL_ATTENTION_MISTAKES = [
-    (lambda X, W_Q, W_K, W_V: ref.self_attention(X, W_Q, W_K, W_V),
+    (lambda X, W_Q, W_K, W_V: ref_attention.self_attention(X, W_Q, W_K, W_V),
      "early outputs mix in later positions: this is attention without the causal mask."),
     (_unscaled, "the scores are not divided by sqrt(d_k), the size of a query/key vector."),
-    (_attention_with(lambda s, T: ref.softmax(s) * masking.causal_mask(T)),
+    (_attention_with(lambda s, T: ref_attention.softmax(s) * masking.causal_mask(T)),
      "the weights were masked after the softmax, so each row sums to less than 1. Hide the future scores "
      "before the softmax."),
-    (_attention_with(lambda s, T: ref.softmax(np.where(masking.causal_mask(T), s, 0.0))),
+    (_attention_with(lambda s, T: ref_attention.softmax(np.where(masking.causal_mask(T), s, 0.0))),
      "the future still gets weight: its scores were set to 0 (an ordinary score) instead of -inf."),
-    (_attention_with(lambda s, T: ref.masked_softmax(s, _tril(T, -1))),
+    (_attention_with(lambda s, T: ref_attention.masked_softmax(s, _tril(T, -1))),
      "the first output is zero and every position ignores itself: the diagonal is masked out. Each "
      "position may attend itself (j <= i)."),
-    (_attention_with(lambda s, T: ref.masked_softmax(s, np.triu(np.ones((T, T), dtype=bool)))),
+    (_attention_with(lambda s, T: ref_attention.masked_softmax(s, np.triu(np.ones((T, T), dtype=bool)))),
      "the outputs read the future, not the past: the lower triangle was masked instead of the upper."),
-    (_attention_with(lambda s, T: ref.masked_softmax(s, _tril(T, 1))),
+    (_attention_with(lambda s, T: ref_attention.masked_softmax(s, _tril(T, 1))),
      "each position also reads the next one: the mask is off by one (j <= i + 1)."),
 ]
 
@@ -197,7 +197,7 @@ CAUSAL_ATTENTION_NONFINITE = (
 
 CAUSAL_ATTENTION_REFERENCE = quietly(masking.causal_self_attention)
 CAUSAL_ATTENTION_CHECK = dict(name="causal_self_attention", diagnoses=CAUSAL_ATTENTION_MISTAKES,
-                              nonfinite_hint=CAUSAL_ATTENTION_NONFINITE, allowed=(ref.softmax,))
+                              nonfinite_hint=CAUSAL_ATTENTION_NONFINITE, allowed=(ref_attention.softmax,))
 
 
 def sentence_inputs(seed=4, d_model=6, d_k=4, d_v=3):
@@ -343,7 +343,7 @@ def probe_targets(W_Q, W_K, W_V):
             for name, mask in structures.items()]
 
 
-PROBE_ALLOWED = (masking.causal_self_attention, ref.self_attention)
+PROBE_ALLOWED = (masking.causal_self_attention, ref_attention.self_attention)
 
 
 def check_dependence(student_probe, attend, X, **kwargs):

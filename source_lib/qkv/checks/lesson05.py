@@ -3,7 +3,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from qkv import attention as ref_attention, heads as ref
+from qkv import attention as ref_attention, heads as ref_heads
 from qkv.masking import causal_mask as causal
 from qkv.checking import Hint, call, call_text, check_against, expect_array, expect_number, seal
 
@@ -56,7 +56,7 @@ MERGE_HEADS_MISTAKES = [
     (_merge_without_transpose,
      "the shape is right but rows mix tokens: reshaping [n_heads, T, d_head] straight to [T, ...] does not "
      "move the head axis. Transpose to [T, n_heads, d_head] first."),
-    (lambda x: ref.merge_heads(np.asarray(x)[::-1]),
+    (lambda x: ref_heads.merge_heads(np.asarray(x)[::-1]),
      "the heads are concatenated in reverse order: head 0 must own the first d_head columns."),
 ]
 
@@ -64,19 +64,21 @@ MERGE_HEADS_MISTAKES = [
 def split_heads(student_split_heads):
     x = np.arange(24, dtype=float).reshape(2, 12)  # T=2, 3 heads of 4: column c belongs to head c // 4
     check = dict(name="split_heads", diagnoses=SPLIT_HEADS_MISTAKES)
-    check_against(student_split_heads, ref.split_heads, (x, 3), **check)
-    check_against(student_split_heads, ref.split_heads, (np.random.default_rng(5).normal(size=(4, 12)), 2), **check)
-    check_against(student_split_heads, ref.split_heads, (x, 1), **check)
+    check_against(student_split_heads, ref_heads.split_heads, (x, 3), **check)
+    check_against(student_split_heads, ref_heads.split_heads,
+                  (np.random.default_rng(5).normal(size=(4, 12)), 2), **check)
+    check_against(student_split_heads, ref_heads.split_heads, (x, 1), **check)
     print("split_heads: all visible checks passed.")
 
 
 def merge_heads(student_merge_heads):
     heads = np.arange(24, dtype=float).reshape(3, 2, 4)
     check = dict(name="merge_heads", diagnoses=MERGE_HEADS_MISTAKES)
-    check_against(student_merge_heads, ref.merge_heads, (heads,), **check)
-    check_against(student_merge_heads, ref.merge_heads, (np.random.default_rng(6).normal(size=(2, 5, 3)),), **check)
+    check_against(student_merge_heads, ref_heads.merge_heads, (heads,), **check)
+    check_against(student_merge_heads, ref_heads.merge_heads,
+                  (np.random.default_rng(6).normal(size=(2, 5, 3)),), **check)
     x = np.random.default_rng(7).normal(size=(3, 12))
-    got = call(student_merge_heads, ref.split_heads(x, 4), name="merge_heads")
+    got = call(student_merge_heads, ref_heads.split_heads(x, 4), name="merge_heads")
     if not np.allclose(expect_array(got, x.shape, "merge_heads(split_heads(x, 4))"), x):
         raise Hint("merge_heads(split_heads(x, 4)) does not give back x: merging must undo splitting exactly.")
     print("merge_heads: all visible checks passed (and it undoes split_heads).")
@@ -85,7 +87,7 @@ def merge_heads(student_merge_heads):
 # ---------------------------------------------------------------- multi_head_attention
 
 def _mha(X, W_Q, W_K, W_V, W_O, n_heads, mask=None, scale_width=None, project_output=True, use_mask=True,
-         split=ref.split_heads, heads=None, merge=ref.merge_heads):
+         split=ref_heads.split_heads, heads=None, merge=ref_heads.merge_heads):
     """Multi-head attention with one thing changed, to recognise a mistake."""
     Q, K, V = (np.asarray(X, dtype=float) @ np.asarray(W, dtype=float) for W in (W_Q, W_K, W_V))
     n = n_heads if heads is None else heads
@@ -114,7 +116,7 @@ MULTI_HEAD_ATTENTION_MISTAKES = [
     (lambda *a, **k: _mha(*a, **k, heads=1, scale_width=lambda X, Q, q: Q.shape[-1] / a[5]),
      "this is ONE attention over the full width (scaled by sqrt(d_head)): split Q, K and V into n_heads heads "
      "first, so that each head has its own softmax."),
-    (lambda *a, **k: _mha(*a, **k, merge=lambda x: ref.merge_heads(x[::-1])),
+    (lambda *a, **k: _mha(*a, **k, merge=lambda x: ref_heads.merge_heads(x[::-1])),
      "the heads are concatenated in reverse order before W_O: head 0 must own the first d_head columns "
      "(does your merge_heads pass its own check?)."),
     (lambda *a, **k: _mha(*a, **k, split=_split_interleaved),
@@ -140,7 +142,7 @@ def check_mha(student_mha, args, kwargs=None, **options):
     ([T, n_heads * d_head] instead of [T, d_model], where the two widths differ)."""
     options.setdefault("confirm_with", MHA_CONFIRMATIONS)
     try:
-        return check_against(student_mha, ref.multi_head_attention, args, kwargs, name="multi_head_attention",
+        return check_against(student_mha, ref_heads.multi_head_attention, args, kwargs, name="multi_head_attention",
                              diagnoses=MULTI_HEAD_ATTENTION_MISTAKES, allowed=TOOLS, **options)
     except Hint as hint:
         T, width = np.shape(args[0])[0], np.shape(args[4])[0]
@@ -197,10 +199,13 @@ def gqa_case(rng, n_q, n_kv, T, d_head, T_k=None):
 def grouped_query_attention(student_gqa):
     rng = np.random.default_rng(51)
     check = dict(name="grouped_query_attention", diagnoses=GROUPED_QUERY_ATTENTION_MISTAKES, allowed=TOOLS)
-    check_against(student_gqa, ref.grouped_query_attention, gqa_case(rng, 4, 2, 3, 2), **check)
-    check_against(student_gqa, ref.grouped_query_attention, gqa_case(rng, 6, 3, 4, 3), {"mask": causal(4)}, **check)
-    check_against(student_gqa, ref.grouped_query_attention, gqa_case(rng, 3, 3, 4, 2), {"mask": causal(4)}, **check)
-    check_against(student_gqa, ref.grouped_query_attention, gqa_case(rng, 4, 1, 4, 2), {"mask": causal(4)}, **check)
+    check_against(student_gqa, ref_heads.grouped_query_attention, gqa_case(rng, 4, 2, 3, 2), **check)
+    check_against(student_gqa, ref_heads.grouped_query_attention,
+                  gqa_case(rng, 6, 3, 4, 3), {"mask": causal(4)}, **check)
+    check_against(student_gqa, ref_heads.grouped_query_attention,
+                  gqa_case(rng, 3, 3, 4, 2), {"mask": causal(4)}, **check)
+    check_against(student_gqa, ref_heads.grouped_query_attention,
+                  gqa_case(rng, 4, 1, 4, 2), {"mask": causal(4)}, **check)
     print("grouped_query_attention: all visible checks passed.")
 
 
@@ -225,13 +230,13 @@ KV_CACHE_MISTAKES = [
 
 def kv_cache_bytes_per_token(student_kv_bytes):
     check = dict(name="kv_cache_bytes_per_token", diagnoses=KV_CACHE_MISTAKES)
-    toy = ref.AttentionShape("toy", n_layers=4, d_model=48, n_heads=6, n_kv_heads=2, d_head=8)
+    toy = ref_heads.AttentionShape("toy", n_layers=4, d_model=48, n_heads=6, n_kv_heads=2, d_head=8)
     # 4 bytes first: at 2 bytes, ignoring bytes_per_element and forgetting the factor 2 give the same number
-    check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (toy, 4), **check)
-    check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (ref.as_multi_head(toy), 2), **check)
+    check_against(student_kv_bytes, ref_heads.kv_cache_bytes_per_token, (toy, 4), **check)
+    check_against(student_kv_bytes, ref_heads.kv_cache_bytes_per_token, (ref_heads.as_multi_head(toy), 2), **check)
     # any object with the four attributes the exercise names will do, e.g. SmolLM2's own config
     only_named = SimpleNamespace(n_layers=3, n_heads=4, n_kv_heads=1, d_head=16)
-    check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (only_named, 1), **check)
+    check_against(student_kv_bytes, ref_heads.kv_cache_bytes_per_token, (only_named, 1), **check)
     print("kv_cache_bytes_per_token: all visible checks passed.")
 
 

@@ -4,7 +4,7 @@ import functools
 
 import numpy as np
 
-from qkv import sinks as ref
+from qkv import sinks as ref_sinks
 from qkv.attention import masked_softmax
 from qkv.checking import Hint, _certain_diagnosis, _Probes, call, call_text, check_against, expect_array, seal
 from qkv.heads import grouped_query_attention
@@ -25,11 +25,12 @@ def full_weights(rng, H, T, sharpness=2.0):
 
 def toy_logprob(rng, vocab=12, decay=0.7):
     """A synthetic next-token-log-probability function of token ids, importable by the grader."""
-    return functools.partial(ref.toy_next_token_logprob, token_values=rng.normal(size=vocab) * 1.5, decay=decay)
+    return functools.partial(ref_sinks.toy_next_token_logprob, token_values=rng.normal(size=vocab) * 1.5, decay=decay)
 
 
 def sink_logprob(rng, vocab=12, sink_bonus=3.0):
-    return functools.partial(ref.toy_first_token_logprob, token_values=rng.normal(size=vocab), sink_bonus=sink_bonus)
+    return functools.partial(ref_sinks.toy_first_token_logprob, token_values=rng.normal(size=vocab),
+                             sink_bonus=sink_bonus)
 
 
 # ---------------------------------------------------------------- first_token_share
@@ -59,10 +60,10 @@ def first_token_share(student_fn):
     rng = np.random.default_rng(60)
     check = dict(name="first_token_share", diagnoses=FIRST_TOKEN_SHARE_MISTAKES,
                  confirm_with=FIRST_TOKEN_SHARE_CONFIRMATIONS)
-    check_against(student_fn, ref.first_token_share, (causal_weights(rng, 3, 5),), **check)
-    check_against(student_fn, ref.first_token_share, (causal_weights(rng, 1, 2),), **check)
-    check_against(student_fn, ref.first_token_share, (np.broadcast_to(np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None],
-                                                                      (2, 4, 4)).copy(),), **check)
+    check_against(student_fn, ref_sinks.first_token_share, (causal_weights(rng, 3, 5),), **check)
+    check_against(student_fn, ref_sinks.first_token_share, (causal_weights(rng, 1, 2),), **check)
+    check_against(student_fn, ref_sinks.first_token_share,
+                  (np.broadcast_to(np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None], (2, 4, 4)).copy(),), **check)
     print("first_token_share: all visible checks passed.")
 
 
@@ -98,9 +99,9 @@ def contribution_case(rng, T, d_head, d_model):
 def contribution_norms(student_fn):
     rng = np.random.default_rng(61)
     check = dict(name="contribution_norms", diagnoses=CONTRIBUTION_MISTAKES)
-    check_against(student_fn, ref.contribution_norms, contribution_case(rng, 4, 3, 5), **check)
-    check_against(student_fn, ref.contribution_norms, contribution_case(rng, 6, 2, 7), **check)
-    check_against(student_fn, ref.contribution_norms, (np.array([1.0]), np.ones((1, 2)), np.eye(2)), **check)
+    check_against(student_fn, ref_sinks.contribution_norms, contribution_case(rng, 4, 3, 5), **check)
+    check_against(student_fn, ref_sinks.contribution_norms, contribution_case(rng, 6, 2, 7), **check)
+    check_against(student_fn, ref_sinks.contribution_norms, (np.array([1.0]), np.ones((1, 2)), np.eye(2)), **check)
     print("contribution_norms: all visible checks passed.")
 
 
@@ -134,9 +135,9 @@ def occlusion_confirmations(rng):
 def occlusion_effects(student_fn):
     rng = np.random.default_rng(62)
     check = dict(name="occlusion_effects", diagnoses=OCCLUSION_MISTAKES, confirm_with=occlusion_confirmations(rng))
-    check_against(student_fn, ref.occlusion_effects, (toy_logprob(rng), np.array([3, 1, 4, 1, 5])), **check)
-    check_against(student_fn, ref.occlusion_effects, (sink_logprob(rng), np.array([7, 2, 9])), **check)
-    check_against(student_fn, ref.occlusion_effects, (toy_logprob(rng), [2, 11]), **check)
+    check_against(student_fn, ref_sinks.occlusion_effects, (toy_logprob(rng), np.array([3, 1, 4, 1, 5])), **check)
+    check_against(student_fn, ref_sinks.occlusion_effects, (sink_logprob(rng), np.array([7, 2, 9])), **check)
+    check_against(student_fn, ref_sinks.occlusion_effects, (toy_logprob(rng), [2, 11]), **check)
     print("occlusion_effects: all visible checks passed.")
 
 
@@ -177,14 +178,14 @@ def _mask_check(student_fn, args, name="sliding_window_mask", diagnoses=SLIDING_
                 confirm_with=SLIDING_WINDOW_CONFIRMATIONS):
     shown = call_text(name, args)
     raw = call(student_fn, *args, name=name)
-    expected = ref.sliding_window_mask(*args)
+    expected = ref_sinks.sliding_window_mask(*args)
     got = expect_array(raw, expected.shape, shown)
     if np.asarray(raw).dtype != bool:
         raise Hint(f"{shown} returned a mask of {np.asarray(raw).dtype}; a mask must be boolean (True where the "
                    f"query may read the key): build it from comparisons such as j <= i, combined with & and |.")
     if np.array_equal(np.asarray(raw), expected):
         return
-    probes = _Probes(student_fn, ref.sliding_window_mask, args, {}, name, (), confirm_with=confirm_with)
+    probes = _Probes(student_fn, ref_sinks.sliding_window_mask, args, {}, name, (), confirm_with=confirm_with)
     named = _certain_diagnosis(got, expected.astype(float), args, {}, diagnoses, probes)
     if named:
         raise Hint(f"{shown} is wrong: {named}")
@@ -274,10 +275,10 @@ def perplexity(student_fn):
     rng = np.random.default_rng(63)
     check = dict(name="perplexity", diagnoses=PERPLEXITY_MISTAKES, nonfinite_hint=OVERFLOW_HINT,
                  extra_checks=[_possible_perplexity])
-    check_against(student_fn, ref.perplexity, perplexity_case(rng, 5, 7), **check)
-    check_against(student_fn, ref.perplexity, perplexity_case(rng, 2, 4), **check)
-    check_against(student_fn, ref.perplexity, perplexity_case(rng, 6, 5, offset=1500.0), **check)
-    uniform = check_against(student_fn, ref.perplexity, (np.zeros((4, 10)), np.array([1, 2, 3, 4])), **check)
+    check_against(student_fn, ref_sinks.perplexity, perplexity_case(rng, 5, 7), **check)
+    check_against(student_fn, ref_sinks.perplexity, perplexity_case(rng, 2, 4), **check)
+    check_against(student_fn, ref_sinks.perplexity, perplexity_case(rng, 6, 5, offset=1500.0), **check)
+    uniform = check_against(student_fn, ref_sinks.perplexity, (np.zeros((4, 10)), np.array([1, 2, 3, 4])), **check)
     print(f"perplexity: all visible checks passed (uniform logits over 10 tokens give {float(uniform):.4g}).")
 
 
@@ -337,29 +338,29 @@ def scores_case(rng, H, T, causal=True):
 def diagonal_score(student_fn):
     rng = np.random.default_rng(64)
     check = dict(name="diagonal_score", diagnoses=DIAGONAL_MISTAKES)
-    check_against(student_fn, ref.diagonal_score, (scores_case(rng, 3, 5),), **check)
-    check_against(student_fn, ref.diagonal_score, (scores_case(rng, 2, 4, causal=False),), **check)
-    check_against(student_fn, ref.diagonal_score, (np.eye(3)[None].repeat(2, axis=0),), **check)
+    check_against(student_fn, ref_sinks.diagonal_score, (scores_case(rng, 3, 5),), **check)
+    check_against(student_fn, ref_sinks.diagonal_score, (scores_case(rng, 2, 4, causal=False),), **check)
+    check_against(student_fn, ref_sinks.diagonal_score, (np.eye(3)[None].repeat(2, axis=0),), **check)
     print("diagonal_score: all visible checks passed.")
 
 
 def previous_token_score(student_fn):
     rng = np.random.default_rng(65)
     check = dict(name="previous_token_score", diagnoses=PREVIOUS_TOKEN_MISTAKES)
-    check_against(student_fn, ref.previous_token_score, (scores_case(rng, 3, 5),), **check)
-    check_against(student_fn, ref.previous_token_score, (scores_case(rng, 2, 6, causal=False),), **check)
+    check_against(student_fn, ref_sinks.previous_token_score, (scores_case(rng, 3, 5),), **check)
+    check_against(student_fn, ref_sinks.previous_token_score, (scores_case(rng, 2, 6, causal=False),), **check)
     shifted = np.eye(4, k=-1)
     shifted[0, 0] = 1.0  # a perfect previous-token head: query i reads key i - 1 (query 0 reads itself)
-    check_against(student_fn, ref.previous_token_score, (shifted[None],), **check)
+    check_against(student_fn, ref_sinks.previous_token_score, (shifted[None],), **check)
     print("previous_token_score: all visible checks passed.")
 
 
 def induction_score(student_fn):
     rng = np.random.default_rng(66)
     check = dict(name="induction_score", diagnoses=INDUCTION_MISTAKES)
-    check_against(student_fn, ref.induction_score, (scores_case(rng, 3, 8), 4), **check)
-    check_against(student_fn, ref.induction_score, (scores_case(rng, 2, 6, causal=False), 3), **check)
-    check_against(student_fn, ref.induction_score, (scores_case(rng, 1, 2), 1), **check)
+    check_against(student_fn, ref_sinks.induction_score, (scores_case(rng, 3, 8), 4), **check)
+    check_against(student_fn, ref_sinks.induction_score, (scores_case(rng, 2, 6, causal=False), 3), **check)
+    check_against(student_fn, ref_sinks.induction_score, (scores_case(rng, 1, 2), 1), **check)
     print("induction_score: all visible checks passed.")
 
 
@@ -409,7 +410,7 @@ def check_ablation(student_fn, attention, heads, cases, shown_heads=None):
     if not callable(ablated):
         raise Hint(f"{name} returned {type(ablated).__name__}; it must return a function "
                    f"ablated(q, k, v, mask, layer) (define one inside and return it).")
-    reference = ref.ablate_heads(attention, heads)
+    reference = ref_sinks.ablate_heads(attention, heads)
     for args in cases:
         check_against(ablated, reference, args, name=f"{name} called as f", diagnoses=ablation_mistakes(attention, heads),
                       allowed=(attention,))

@@ -3,7 +3,7 @@ import math
 
 import numpy as np
 
-from qkv import attention as ref_attention, cost as ref
+from qkv import attention as ref_attention, cost as ref_cost
 from qkv.checking import (Hint, call, call_text, call_with_peak_memory, check_against, expect_array, expect_number,
                           seal)
 
@@ -28,9 +28,9 @@ COST_RATIO_MISTAKES = [
 
 def cost_ratio(student_cost_ratio):
     check = dict(name="cost_ratio", diagnoses=COST_RATIO_MISTAKES, rtol=1e-9, atol=1e-9)
-    check_against(student_cost_ratio, ref.cost_ratio, (8, 16), **check)
-    check_against(student_cost_ratio, ref.cost_ratio, (1024, 3072), **check)
-    check_against(student_cost_ratio, ref.cost_ratio, (100, 50), **check)
+    check_against(student_cost_ratio, ref_cost.cost_ratio, (8, 16), **check)
+    check_against(student_cost_ratio, ref_cost.cost_ratio, (1024, 3072), **check)
+    check_against(student_cost_ratio, ref_cost.cost_ratio, (100, 50), **check)
     print("cost_ratio: all visible checks passed.")
 
 
@@ -70,9 +70,9 @@ def fit_exponent(student_fit_exponent):
     rng = np.random.default_rng(70)
     check = dict(name="fit_exponent", diagnoses=FIT_EXPONENT_MISTAKES, rtol=1e-6, atol=1e-9)
     sizes = np.array([128.0, 256, 512, 1024])
-    check_against(student_fit_exponent, ref.fit_exponent, (sizes, 5 * sizes ** 2), **check)
-    check_against(student_fit_exponent, ref.fit_exponent, power_law(rng, 6, 1.5, 0.2), **check)
-    check_against(student_fit_exponent, ref.fit_exponent, ([10, 20, 40, 80, 160], [2.0, 3.1, 8.0, 14.0, 40.0]),
+    check_against(student_fit_exponent, ref_cost.fit_exponent, (sizes, 5 * sizes ** 2), **check)
+    check_against(student_fit_exponent, ref_cost.fit_exponent, power_law(rng, 6, 1.5, 0.2), **check)
+    check_against(student_fit_exponent, ref_cost.fit_exponent, ([10, 20, 40, 80, 160], [2.0, 3.1, 8.0, 14.0, 40.0]),
                   **check)
     print("fit_exponent: all visible checks passed.")
 
@@ -120,9 +120,9 @@ def step_case(rng, n_q, n_kv, T, d_head):
 def attention_step(student_attention_step):
     rng = np.random.default_rng(71)
     check = dict(name="attention_step", diagnoses=ATTENTION_STEP_MISTAKES, allowed=TOOLS)
-    check_against(student_attention_step, ref.attention_step, step_case(rng, 4, 2, 5, 3), **check)
-    check_against(student_attention_step, ref.attention_step, step_case(rng, 6, 3, 3, 4), **check)
-    check_against(student_attention_step, ref.attention_step, step_case(rng, 2, 2, 1, 4), **check)
+    check_against(student_attention_step, ref_cost.attention_step, step_case(rng, 4, 2, 5, 3), **check)
+    check_against(student_attention_step, ref_cost.attention_step, step_case(rng, 6, 3, 3, 4), **check)
+    check_against(student_attention_step, ref_cost.attention_step, step_case(rng, 2, 2, 1, 4), **check)
     print("attention_step: all visible checks passed.")
 
 
@@ -148,9 +148,9 @@ def cache_case(rng, n_kv, T, n_new, d_head, d_v=None):
 def append_to_cache(student_append):
     rng = np.random.default_rng(72)
     check = dict(name="append_to_cache", diagnoses=APPEND_MISTAKES, outputs=("k_cache", "v_cache"))
-    check_against(student_append, ref.append_to_cache, cache_case(rng, 2, 3, 1, 4), **check)
-    check_against(student_append, ref.append_to_cache, cache_case(rng, 3, 2, 2, 4, d_v=5), **check)
-    check_against(student_append, ref.append_to_cache, cache_case(rng, 2, 0, 1, 3), **check)
+    check_against(student_append, ref_cost.append_to_cache, cache_case(rng, 2, 3, 1, 4), **check)
+    check_against(student_append, ref_cost.append_to_cache, cache_case(rng, 3, 2, 2, 4, d_v=5), **check)
+    check_against(student_append, ref_cost.append_to_cache, cache_case(rng, 2, 0, 1, 3), **check)
     print("append_to_cache: all visible checks passed.")
 
 
@@ -350,11 +350,13 @@ def chunked_attention(student_chunked):
     rng = np.random.default_rng(73)
     check = dict(name="chunked_attention", diagnoses=CHUNKED_MISTAKES, nonfinite_hint=CHUNKED_NONFINITE,
                  rtol=1e-6, atol=1e-6)
-    check_against(student_chunked, ref.chunked_attention, (*chunked_case(rng, 3, 8, 4, 2, rising=True), 4), **check)
-    check_against(student_chunked, ref.chunked_attention, (*chunked_case(rng, 4, 10, 3, 5, rising=True), 4), **check)
-    check_against(student_chunked, ref.chunked_attention, (*chunked_case(rng, 2, 5, 4, 3), 1), **check)
-    check_against(student_chunked, ref.chunked_attention, (*chunked_case(rng, 2, 5, 4, 3), 8), **check)
-    check_against(student_chunked, ref.chunked_attention, (*overflow_case(rng, 3, 9, 4, 2), 4),
+    check_against(student_chunked, ref_cost.chunked_attention,
+                  (*chunked_case(rng, 3, 8, 4, 2, rising=True), 4), **check)
+    check_against(student_chunked, ref_cost.chunked_attention,
+                  (*chunked_case(rng, 4, 10, 3, 5, rising=True), 4), **check)
+    check_against(student_chunked, ref_cost.chunked_attention, (*chunked_case(rng, 2, 5, 4, 3), 1), **check)
+    check_against(student_chunked, ref_cost.chunked_attention, (*chunked_case(rng, 2, 5, 4, 3), 8), **check)
+    check_against(student_chunked, ref_cost.chunked_attention, (*overflow_case(rng, 3, 9, 4, 2), 4),
                   **{**check, "nonfinite_hint": CHUNKED_OVERFLOW})
     memory_of_chunked(student_chunked)
     print("chunked_attention: all visible checks passed (and it never holds the whole score matrix).")
@@ -367,7 +369,7 @@ def _with_count(output_fn, count_fn):
 
 
 def _computed(T, chunk):
-    return ref.causal_block_counts(T, chunk)[0]
+    return ref_cost.causal_block_counts(T, chunk)[0]
 
 
 CAUSAL_MISTAKES = [
@@ -377,15 +379,15 @@ CAUSAL_MISTAKES = [
     (_with_count(lambda Q, K, V, c: _online(Q, K, V, c, causal=True, rescale_sum=False, rescale_out=False), _computed),
      "the running sum and output are not rescaled when the running max grows (multiply both by "
      "exp(old_max - new_max))."),
-    (_with_count(lambda Q, K, V, c: ref.causal_chunked_attention(Q, K, V, c)[0],
-                 lambda T, c: ref.causal_block_counts(T, c)[1]),
+    (_with_count(lambda Q, K, V, c: ref_cost.causal_chunked_attention(Q, K, V, c)[0],
+                 lambda T, c: ref_cost.causal_block_counts(T, c)[1]),
      "the output is right, but every block of the grid was computed: a block whose first key comes after its "
      "last query is entirely in the future; skip it (do not compute and mask it), and count only the blocks "
      "you compute."),
-    (_with_count(lambda Q, K, V, c: ref.causal_chunked_attention(Q, K, V, c)[0],
+    (_with_count(lambda Q, K, V, c: ref_cost.causal_chunked_attention(Q, K, V, c)[0],
                  lambda T, c: (T // c) * (T // c + 1) // 2),
      "the output is right but the count misses the blocks of the last, shorter chunk."),
-    (_with_count(lambda Q, K, V, c: ref.causal_chunked_attention(Q, K, V, c)[0],
+    (_with_count(lambda Q, K, V, c: ref_cost.causal_chunked_attention(Q, K, V, c)[0],
                  lambda T, c: _computed(T, c) - (-(-T // c))),
      "the count leaves out the blocks on the diagonal; they are computed (half masked), so they count."),
 ]
@@ -403,10 +405,10 @@ def causal_chunked_attention(student_causal):
     rng = np.random.default_rng(74)
     check = dict(name="causal_chunked_attention", diagnoses=CAUSAL_MISTAKES, nonfinite_hint=CAUSAL_NONFINITE,
                  outputs=("output", "blocks computed"), rtol=1e-6, atol=1e-6)
-    check_against(student_causal, ref.causal_chunked_attention, (*causal_case(rng, 8, 4, 3), 2), **check)
-    check_against(student_causal, ref.causal_chunked_attention, (*causal_case(rng, 7, 3, 2), 3), **check)
-    check_against(student_causal, ref.causal_chunked_attention, (*causal_case(rng, 5, 4, 2), 5), **check)
-    check_against(student_causal, ref.causal_chunked_attention, (*overflow_case(rng, 9, 9, 4, 2), 3),
+    check_against(student_causal, ref_cost.causal_chunked_attention, (*causal_case(rng, 8, 4, 3), 2), **check)
+    check_against(student_causal, ref_cost.causal_chunked_attention, (*causal_case(rng, 7, 3, 2), 3), **check)
+    check_against(student_causal, ref_cost.causal_chunked_attention, (*causal_case(rng, 5, 4, 2), 5), **check)
+    check_against(student_causal, ref_cost.causal_chunked_attention, (*overflow_case(rng, 9, 9, 4, 2), 3),
                   **{**check, "nonfinite_hint": CHUNKED_OVERFLOW})
     memory_of_causal(student_causal)
     print("causal_chunked_attention: all visible checks passed (and it never holds more than a block of scores).")
