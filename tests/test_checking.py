@@ -230,12 +230,12 @@ def test_no_keepdims_advice_when_the_reduction_meets_something_else():
 
 
 def test_keepdims_advice_also_from_the_line_a_remote_kernel_reports():
-    from qkv.checking import _likely_cause
+    from qkv.checking import likely_cause
     error = ValueError("operands could not be broadcast together with shapes (2,3) (2,)")
     error.where_in_student_code = " (in your code, line 3: `return e / e.sum(axis=-1)`)"
-    assert "keepdims" in _likely_cause(error)
+    assert "keepdims" in likely_cause(error)
     error.where_in_student_code = " (in your code, line 3: `return e / mask`)"
-    assert _likely_cause(error) == ""
+    assert likely_cause(error) == ""
 
 
 def values_off_by(fraction_of_scale, dtype):
@@ -263,3 +263,49 @@ def test_a_float32_answer_is_compared_at_float32_precision_and_no_looser(dtype):
     # a real mistake is still one, whatever the precision
     with pytest.raises(Hint, match="is wrong"):
         check_against(values_off_by(1e-3, dtype), scaled, (x,), name="scaled")
+
+
+def test_every_module_of_the_checking_package_is_sealed_and_its_functions_guarded():
+    import importlib
+    import inspect
+    import pkgutil
+    import qkv.checking
+    from qkv.checking import assert_untampered
+    names = ["qkv.checking"] + [f"qkv.checking.{m.name}" for m in pkgutil.iter_modules(qkv.checking.__path__)]
+    assert len(names) > 5
+    for name in names:
+        module = importlib.import_module(name)
+        function = next(attr for attr, value in sorted(vars(module).items())
+                        if inspect.isfunction(value) and value.__module__.startswith("qkv.checking"))
+        with pytest.raises(AttributeError, match="belongs to the grader"):
+            setattr(module, function, lambda *a, **k: None)
+        original = vars(module)[function]
+        vars(module)[function] = lambda *a, **k: None  # round the seal: the tamper guard still sees it
+        try:
+            with pytest.raises(Hint, match=f"`{name}.{function}` has been replaced"):
+                assert_untampered()
+        finally:
+            vars(module)[function] = original
+    assert_untampered()
+
+
+def test_the_tripwire_covers_every_module_holding_a_graded_reference():
+    import importlib
+    from lessons import LESSONS
+    from qkv.checking import REFERENCE_MODULES
+    for lesson in LESSONS:
+        hidden = importlib.import_module(f"qkv_grading.lesson{lesson[:2]}")
+        outside = {r for r in hidden.GRADED_REFERENCES if r.split(".")[1] not in REFERENCE_MODULES}
+        assert not outside, f"{lesson}: graded references outside the tripwire's modules: {sorted(outside)}"
+
+
+def test_a_self_check_answer_is_right_by_one_rule_in_self_study_and_in_hidden_grading():
+    from qkv.checking import expect_answer, is_right
+    for value, correct, tolerance in ((0.1668, 1 / 6, None), (0.17, 1 / 6, None), (3.0, 3.1, 0.2), ("b", "b", None),
+                                      ("a", "b", None)):
+        try:
+            expect_answer(value, correct, "q", tolerance)
+            graded = True
+        except Hint:
+            graded = False
+        assert graded == is_right(value, correct, tolerance), (value, correct, tolerance)

@@ -162,7 +162,7 @@ def test_fake_class_round_trip_gives_exact_scores(lesson, tmp_path):
         assert float(rows[student]["score"]) == pytest.approx(expected), (
             f"{lesson}: {student} scored {rows[student]['score']}, expected {expected}")
     feedback = next((tmp_path / "feedback" / "blank" / lesson).glob("*.html")).read_text()
-    for body in ("check_against", "fresh_rng", "qkv_grading/lesson", "checking.py"):
+    for body in ("check_against", "fresh_rng", "qkv_grading/lesson", "qkv/checking"):
         assert body not in feedback, f"feedback must show calls and hints, not test bodies ({body!r} found)"
     assert "is not written yet" in feedback, "feedback should tell the student what is wrong"
 

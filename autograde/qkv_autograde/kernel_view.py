@@ -55,7 +55,8 @@ def build(lesson, destination=None):
     with open(os.path.join(destination, "_withheld.py"), "w") as f:
         f.write(_WITHHELD_MODULE)
     for module, functions in withheld.items():
-        path = os.path.join(destination, *module.split(".")[1:]) + ".py"
+        # the module's own file, a package's __init__.py included, at the same place in the view
+        path = os.path.join(destination, os.path.relpath(importlib.import_module(module).__file__, LIBRARY))
         with open(path) as f:
             tree = ast.parse(f.read())
         missing = functions - _withhold(tree, module, functions)

@@ -493,7 +493,7 @@ def _safe_encode(value):
 
 
 def _describe_error(error):
-    from qkv.checking import _where  # the same "(in your code, line N: ...)" a local check prints
+    from qkv.checking import where  # the same "(in your code, line N: ...)" a local check prints
 
     def cut(text, limit):
         return text if len(text) <= limit else text[:limit - 20] + " [... cut by qkv]"
@@ -503,4 +503,4 @@ def _describe_error(error):
     except Exception:  # an exception whose __str__ fails still gets a description
         message = "(its message could not be printed)"
     return {"type": cut(type(error).__name__, ERROR_CHARS["type"]), "message": cut(message, ERROR_CHARS["message"]),
-            "where": cut(_where(error), ERROR_CHARS["where"]), "builtin": type(error).__module__ == "builtins"}
+            "where": cut(where(error), ERROR_CHARS["where"]), "builtin": type(error).__module__ == "builtins"}

@@ -12,7 +12,7 @@ import functools
 import numpy as np
 
 from qkv import attention as ref_attention, masking, probes
-from qkv.checking import Hint, _certain_diagnosis, _Probes, call, call_text, check_against, expect_array, seal
+from qkv.checking import Hint, Probes, call, call_text, certain_diagnosis, check_against, expect_array, seal
 
 WORDS = ["Hà", "Nội", "là", "thủ", "đô"]
 
@@ -36,8 +36,8 @@ def check_boolean(student_fn, reference_fn, args, name, diagnoses=(), require_bo
     got = values.astype(bool)
     if not np.array_equal(got, expected):
         # a mistake is named only when it is certain: matched here and on inputs like this one
-        probes = _Probes(student_fn, reference_fn, args, kwargs, name, allowed)
-        named = _certain_diagnosis(got.astype(float), expected.astype(float), args, kwargs, diagnoses, probes)
+        probes = Probes(student_fn, reference_fn, args, kwargs, name, allowed)
+        named = certain_diagnosis(got.astype(float), expected.astype(float), args, kwargs, diagnoses, probes)
         if named:
             raise Hint(f"{shown} is wrong: {named}")
         index = tuple(int(i) for i in np.argwhere(got != expected)[0])

@@ -6,7 +6,7 @@ import numpy as np
 
 from qkv import sinks as ref_sinks
 from qkv.attention import masked_softmax
-from qkv.checking import Hint, _certain_diagnosis, _Probes, call, call_text, check_against, expect_array, seal
+from qkv.checking import Hint, Probes, call, call_text, certain_diagnosis, check_against, expect_array, seal
 from qkv.heads import grouped_query_attention
 from qkv.masking import causal_mask
 
@@ -185,8 +185,8 @@ def _mask_check(student_fn, args, name="sliding_window_mask", diagnoses=SLIDING_
                    f"query may read the key): build it from comparisons such as j <= i, combined with & and |.")
     if np.array_equal(np.asarray(raw), expected):
         return
-    probes = _Probes(student_fn, ref_sinks.sliding_window_mask, args, {}, name, (), confirm_with=confirm_with)
-    named = _certain_diagnosis(got, expected.astype(float), args, {}, diagnoses, probes)
+    probes = Probes(student_fn, ref_sinks.sliding_window_mask, args, {}, name, (), confirm_with=confirm_with)
+    named = certain_diagnosis(got, expected.astype(float), args, {}, diagnoses, probes)
     if named:
         raise Hint(f"{shown} is wrong: {named}")
     wrong = np.argwhere(np.asarray(raw) != expected)[0]
