@@ -820,14 +820,19 @@ def hidden_module(lesson):
 
 
 def killed(mutant, hidden_test):
-    """True when the hidden test rejects the mutant with a Hint (or any error: a grader crash is a defect the
-    caller reports separately)."""
+    """True when the hidden test rejects the mutant: a Hint (an AssertionError), which is how every check fails,
+    whatever the mutant raised inside it (`qkv.checking.call` turns that into a Hint too). Any other error escaped
+    the hidden test itself: a crash of the grader, which is a defect and not a kill, so it is raised (naming the
+    mutant) rather than counted, and a grader that crashes cannot inflate the kill rate."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             hidden_test(mutant.fn)
         except AssertionError:
             return True
+        except Exception as error:
+            raise RuntimeError(f"{getattr(hidden_test, '__name__', hidden_test)} crashed on {mutant!r}: "
+                               f"{type(error).__name__}: {error}") from error
     return False
 
 

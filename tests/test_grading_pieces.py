@@ -13,6 +13,7 @@ import pytest
 
 from lessons import ROOT, solved_release
 from qkv import heads, wire
+from qkv.checking import REFERENCE_MODULES
 
 sys.path.insert(0, str(ROOT / "autograde"))
 from qkv_autograde import kernel_view, preprocessors, sandbox, student_kernel, submissions, verdicts  # noqa: E402
@@ -83,6 +84,7 @@ def test_kernel_view_withholds_the_lessons_references_and_empties_the_checks(tmp
         assert compiled.stat().st_mtime >= (tmp_path / "qkv" / "attention.py").stat().st_mtime
     probe = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import qkv.attention as a;"
                             "import numpy as np; print(a.dot_scores(np.eye(2), np.eye(2)).sum());"
+                            "import qkv.checking;"  # the checking package (the self-check questions) imports in the view
                             "a.softmax(np.zeros(2))", str(tmp_path)], capture_output=True, text=True,
                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, cwd=tmp_path)
     assert probe.stdout.strip() == "2.0" and "withheld while this lesson is graded" in probe.stderr, probe.stderr
@@ -177,8 +179,8 @@ def test_a_students_exception_keeps_its_type_message_and_line():
     assert type(custom).__name__ == "MyError" and isinstance(custom, Exception)
     exit_error = student_kernel.student_exception({"type": "SystemExit", "message": "0", "builtin": True})
     assert isinstance(exit_error, Exception)  # a student's sys.exit() is a failed call, not the grader's exit
-    from qkv.checking import _where
-    assert _where(error) == " (in your code, line 3: `x.sum(2)`)"
+    from qkv.checking import where
+    assert where(error) == " (in your code, line 3: `x.sum(2)`)"
 
 
 # ---------------------------------------------------------------- metadata stripped by an editor
@@ -257,16 +259,37 @@ def test_partial_isolation_is_named_and_grading_still_exact(tmp_path):
 
 # ---------------------------------------------------------------- what the kernel must not have
 
-REFERENCE_FILES = {str(ROOT / "source_lib" / "qkv" / f"{m}.py"): m for m in
-                   ("attention", "lookup", "scaling", "masking", "heads", "sinks", "cost")}
+REFERENCE_FILES = {str(ROOT / "source_lib" / "qkv" / f"{m}.py"): m for m in REFERENCE_MODULES}
+
+
+# Each lesson's test cells compare answers with exactly these references (a reference called by check_against,
+# or by a check's helper it calls); the lesson's kernel must not have any of them.
+COMPARED_WITH = {
+    "01-lookup": {"qkv.attention.softmax", "qkv.lookup.hard_lookup", "qkv.lookup.soft_lookup",
+                  "qkv.lookup.soft_lookup_by_temperature"},
+    "02-by-hand": {"qkv.attention.attention", "qkv.attention.attention_weights", "qkv.attention.dot_scores",
+                   "qkv.attention.project_qkv", "qkv.attention.scaled_scores", "qkv.attention.self_attention"},
+    "03-scaling": {"qkv.scaling.entropy", "qkv.scaling.numerical_jacobian", "qkv.scaling.query_jacobian",
+                   "qkv.scaling.scale_for_unit_variance", "qkv.scaling.softmax_jacobian"},
+    "04-masking": {"qkv.attention.masked_softmax", "qkv.masking.causal_self_attention"},
+    "05-heads": {"qkv.heads.grouped_query_attention", "qkv.heads.kv_cache_bytes_per_token", "qkv.heads.merge_heads",
+                 "qkv.heads.multi_head_attention", "qkv.heads.split_heads"},
+    "06-sinks": {"qkv.sinks.ablated_attention", "qkv.sinks.contribution_norms", "qkv.sinks.diagonal_score",
+                 "qkv.sinks.first_token_share", "qkv.sinks.induction_score", "qkv.sinks.occlusion_effects",
+                 "qkv.sinks.perplexity", "qkv.sinks.previous_token_score"},
+    "07-cost": {"qkv.cost.append_to_cache", "qkv.cost.attention_step", "qkv.cost.causal_chunked_attention",
+                "qkv.cost.chunked_attention", "qkv.cost.cost_ratio", "qkv.cost.fit_exponent"},
+}
+# test cells that fail in a namespace of solution cells alone: self-checks whose answer the notebook measures
+NEEDS_THE_NOTEBOOKS_MEASUREMENTS = {"07-cost": {"test_answer_memory_exponent"}}
 
 
 def _references_compared_with(lesson):
-    """qkv reference functions the lesson's checks compare answers with: called by check_against itself, or by a
-    helper of the checks that check_against calls."""
-    from lessons import read, student
+    """(qkv reference functions the lesson's test cells compare answers with: called by check_against itself, or
+    by a helper of the checks that check_against calls; the grade_ids of the test cells that failed)."""
+    from lessons import grade_id, read, student
     namespace = student(lesson)
-    used = set()
+    used, failed = set(), set()
 
     def profile(frame, event, arg):
         if event != "call" or frame.f_code.co_filename not in REFERENCE_FILES:
@@ -288,18 +311,21 @@ def _references_compared_with(lesson):
             sys.setprofile(profile)
             try:
                 exec(cell.source, namespace)
-            except AssertionError:  # a self-check whose answer needs the notebook's measurements: no reference here
-                pass
+            except AssertionError:  # named below: a failure here would hide the reference calls after it
+                failed.add(grade_id(cell))
             finally:
                 sys.setprofile(None)
-    return used
+    return used, failed
 
 
 @pytest.mark.parametrize("lesson", [l for l in __import__("lessons").LESSONS])
 def test_every_reference_a_lesson_compares_with_is_withheld_from_its_kernel(lesson):
     withheld = set(kernel_view.graded_references(lesson))
-    compared = _references_compared_with(lesson)
-    assert compared, "the profile saw no comparison: the test is not looking at the right frames"
+    compared, failed = _references_compared_with(lesson)
+    assert failed == NEEDS_THE_NOTEBOOKS_MEASUREMENTS.get(lesson, set()), (
+        f"{lesson}: test cells failed on the solutions, so the references they compare with were not all seen")
+    assert compared == COMPARED_WITH[lesson], (
+        f"{lesson}: compared with {sorted(compared)}, expected {sorted(COMPARED_WITH[lesson])}")
     assert compared <= withheld, f"{lesson}: compared with but not withheld: {sorted(compared - withheld)}"
 
 
