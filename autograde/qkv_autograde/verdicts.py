@@ -63,7 +63,10 @@ class StudentNames(dict):
 
 
 def run_test_cell(cell, kernel, namespace):
-    """Run the test cell's source here and set its outputs; returns (passed, detail)."""
+    """Run the test cell's source here and set its outputs; returns True when it passed.
+
+    What failed, and why, is in the outputs it sets (an error output: the Hint's or exception's name and message,
+    after what the check and the student's functions printed); anomalies go to `kernel.events`."""
     names = StudentNames(kernel, namespace)
     printed = io.StringIO()
     failure = None
