@@ -309,3 +309,15 @@ def test_a_self_check_answer_is_right_by_one_rule_in_self_study_and_in_hidden_gr
         except Hint:
             graded = False
         assert graded == is_right(value, correct, tolerance), (value, correct, tolerance)
+
+
+def test_peak_memory_is_what_the_call_allocates_beyond_its_start_and_tracing_is_left_as_it_was():
+    import tracemalloc
+    from qkv.checking import call_with_peak_memory
+    from qkv.peak_memory import traced_peak
+    kept = np.ones(200_000)  # allocated before: not counted
+    with traced_peak() as peak:
+        np.ones(1_000_000).sum()
+    assert 8_000_000 <= peak.bytes < 9_000_000 and not tracemalloc.is_tracing()
+    result, peak_bytes = call_with_peak_memory(lambda n: float(np.ones(n).sum()), 500_000)
+    assert result == 500_000.0 and 4_000_000 <= peak_bytes < 5_000_000 and kept.size

@@ -9,7 +9,7 @@ instructor's hidden tests are both thin layers over `check_against`. One module 
 - guard: the tamper guard (`assert_untampered`, `seal`) and the reference tripwire;
 - calling: `call`, the student's function on copies of its inputs, its errors pointed at their line
   (keepdims: the one failing line read for a forgotten keepdims);
-- memory: `call_with_peak_memory`, `traced_peak`, the one way qkv measures peak memory;
+- memory: `call_with_peak_memory`, by `qkv.peak_memory.traced_peak`, the one way qkv measures peak memory;
 - validation: `expect_array`, `expect_number`;
 - compare: `check_against`, read from a `Check` declaration, and `close`;
 - diagnosis: naming a known mistake only when it is certain, on `Probes`;
