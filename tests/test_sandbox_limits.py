@@ -22,7 +22,7 @@ import pytest
 from lessons import ROOT, copy_course, hand_in, read, solved_release
 
 sys.path.insert(0, str(ROOT / "autograde"))
-from qkv_autograde import forked_kernels, preprocessors, sandbox, student_kernel  # noqa: E402
+from qkv_autograde import bounded_client, forked_kernels, preprocessors, sandbox, student_kernel  # noqa: E402
 
 LESSON = "01-lookup"
 MiB, GiB = 1 << 20, 1 << 30
@@ -201,6 +201,35 @@ def test_the_socket_folder_is_a_small_tmpfs_the_student_cannot_fill_the_disk_thr
     assert filled["error"] == "ENOSPC" and filled["written"] <= limit, filled
     assert filled["size"] <= limit, filled
     assert on_the_host < MiB, f"{on_the_host} bytes in the grader's own folder {host_folder}"
+
+
+@pytest.mark.parametrize("route", ["fresh", "forked"])
+def test_a_message_too_large_for_the_grader_is_dropped_unread_named_and_the_kernel_heard_again(route, request):
+    # the grader's sockets refuse a message over bounded_client.MESSAGE_BYTES; ZeroMQ does not reconnect such a
+    # connection itself, so without a new socket every later cell and call of this student would go unheard
+    if route == "forked":
+        template = request.getfixturevalue("template")
+        make = lambda: forked_kernels.ForkedKernelManager(template=template)  # noqa: E731
+        walls = None
+    else:
+        walls = sandbox.Sandbox(**preprocessors.kernel_walls(LESSON, 1 * GiB))
+        make = lambda: sandbox.SandboxedKernelManager(sandbox=walls)  # noqa: E731
+    kernel = student_kernel.StudentKernel(make, cell_seconds=60)
+    try:
+        kernel.start()
+        huge = nbformat.v4.new_code_cell(f"print('y' * {bounded_client.MESSAGE_BYTES + MiB})\nanswer = 42")
+        kernel.run_cell(huge, 0)
+        after = nbformat.v4.new_code_cell("print('heard', answer)")
+        assert kernel.run_cell(after, 1) == "ok", after.outputs
+        answer = kernel.get("answer")
+    finally:
+        kernel.close()
+        if walls:
+            walls.cleanup()
+    assert all(len(o.get("text", "")) < MiB for o in huge.outputs), "the huge print reached the grader"
+    assert [o["text"] for o in after.outputs if o.get("output_type") == "stream"] == ["heard 42\n"]
+    assert answer == 42
+    assert any(name == "output truncated" and "cell 0" in detail for name, detail in kernel.events), kernel.events
 
 
 # the stock route with its kernel command replaced for some starts (the course's config is Python, run by nbgrader)

@@ -22,12 +22,12 @@ import time
 
 from queue import Empty
 
-from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from traitlets import Any
 
 from . import sandbox, student_kernel
+from .bounded_client import BoundedKernelClient
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel_template.py")
 SCRIPT_INSIDE = "/opt/qkv/kernel_template.py"
@@ -262,7 +262,7 @@ class ForkedProvisioner(LocalProvisioner):
         return self.forked.cpu_seconds if self.forked else 0.0
 
 
-class ForkedKernelClient(AsyncKernelClient):
+class ForkedKernelClient(BoundedKernelClient):
     """jupyter_client's start-up handshake without its fixed waits, which a forked kernel (ready within a few
     milliseconds) would spend idle: at least 0.2 s, often 0.4 s, per submission.
 

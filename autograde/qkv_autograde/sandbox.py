@@ -28,6 +28,8 @@ from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from traitlets import Any, Unicode
 
+from .bounded_client import BoundedKernelClient
+
 MiB = 1 << 20
 GiB = 1 << 30
 PARTIAL_ISOLATION = ("isolation partial: bubblewrap (user and network namespaces) is not available here, so "
@@ -404,6 +406,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         kwargs.setdefault("ip", os.path.join(SOCKET_FOLDER if inside else sandbox.connection_dir, "kernel"))
         kwargs.setdefault("connection_file", sandbox.connection_file)
         super().__init__(**kwargs)
+        self.client_factory = BoundedKernelClient
 
     async def _async_pre_start_kernel(self, **kw):
         if self.provisioner is None:

@@ -20,6 +20,7 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from qkv import wire
 
+from .bounded_client import MESSAGE_BYTES
 from .verdicts import TEXT_LIMIT
 
 
@@ -271,6 +272,8 @@ class StudentKernel:
             if self.log:
                 self.log.warning("kernel failed while running a cell: %s", error)
             return "died", limit
+        finally:
+            self._note_refused_messages(index)
         failed = any(o.get("output_type") == "error" for o in cell.get("outputs", []))
         return ("error" if failed else "ok"), limit
 
@@ -337,6 +340,16 @@ class StudentKernel:
         self.refused_replies += 1
         self._note_event(error.anomaly, f"{what}: {error}")
         return error
+
+    def _note_refused_messages(self, index):
+        """Name the messages the grader's sockets refused as too large (bounded_client.py) while a cell or call ran."""
+        kernel_client = getattr(self.client, "kc", None)
+        resets = kernel_client.reconnect_refused() if hasattr(kernel_client, "reconnect_refused") else 0
+        if resets:
+            self.client.call_truncated = self.client.answer_chars is not None
+            where = "a call from a test" if index == self.RPC_INDEX else f"cell {index}"
+            self._note_event("output truncated", f"{where} sent a message over {MESSAGE_BYTES >> 20} MiB (a print "
+                                                 f"that long, or an answer): the grader dropped it unread")
 
     def _note_event(self, name, detail):
         if (name, detail) not in self.events:  # a loop of calls printing or answering the same way: one entry
