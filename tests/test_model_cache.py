@@ -326,3 +326,55 @@ def test_lesson_06_gives_identical_outputs_with_and_without_the_cache(tmp_path):
     nbformat.write(read_back, str(tmp_path / "read_back.ipynb"))
     assert entries and {p.name: p.stat().st_ino for p in (cache / "results").glob("*.qkvres")} == entries
     assert outputs(read_back) == outputs(computed)
+
+
+# ---------------------------------------------------------------- what else every kernel repeats: tracebacks
+
+_WITHHELD_SHELL = r'''
+import json, sys
+sys.path.insert(0, sys.argv[1])                      # the kernel's view of qkv, as a graded kernel imports it
+sys.path.insert(0, sys.argv[2])                      # kernel_template.py, run as a script in the sandbox
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+import kernel_template
+
+shell = InteractiveShell.instance()
+kernel_template.one_line_withheld_tracebacks(shell)
+formatted = []
+full = shell.InteractiveTB.structured_traceback
+shell.InteractiveTB.structured_traceback = lambda *a, **k: formatted.append(a[0].__name__) or full(*a, **k)
+seen = {}
+for name, source in (("withheld", "from qkv.heads import grouped_query_attention\ngrouped_query_attention(1, 2, 3)"),
+                     ("own error", "def f():\n    raise ValueError('my own mistake')\nf()")):
+    with capture_output() as shown:
+        result = shell.run_cell(source, store_history=True)
+    seen[name] = {"error": type(result.error_in_exec).__name__, "shown": shown.stdout,
+                  "stored": shell.history_manager.exceptions.get(shell.execution_count - 1, {}).get("traceback")}
+print(json.dumps({"seen": seen, "formatted": formatted}))
+'''
+
+
+def test_a_withheld_reference_gets_a_one_line_traceback_and_every_other_error_the_full_one(tmp_path):
+    # The grader replaces a cell that raised WithheldDuringGrading with a note (preprocessors._explain_withheld),
+    # so the forked kernel formats that one exception in a line; IPython's full traceback stays for the rest.
+    import json
+    import re
+    import subprocess
+    import sys
+
+    from qkv_autograde import kernel_view
+
+    view = kernel_view.build("05-heads", str(tmp_path / "view" / "qkv"))
+    done = subprocess.run([sys.executable, "-c", _WITHHELD_SHELL, os.path.dirname(view),
+                           str(ROOT / "autograde" / "qkv_autograde")], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=""))
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    withheld, own = seen["seen"]["withheld"], seen["seen"]["own error"]
+    assert withheld["error"] == "WithheldDuringGrading"
+    assert withheld["shown"].strip().startswith("WithheldDuringGrading: qkv.heads.grouped_query_attention is withheld")
+    assert len(withheld["shown"].strip().splitlines()) == 1 and len(withheld["stored"]) == 1
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", own["shown"])  # IPython's colours
+    assert own["error"] == "ValueError" and "my own mistake" in shown and "----> 2" in shown  # the frame, the line
+    assert len(own["stored"]) > 1
+    assert seen["formatted"] == ["ValueError", "ValueError"]  # shown and stored: never for the withheld one
