@@ -33,7 +33,7 @@ import zipfile
 import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from . import forked_kernels, preprocessors
+from . import forked_kernels, kernel_setup, preprocessors
 
 _warm = set()
 _templates = {}  # (lesson, memory limit) -> KernelTemplate, or None where none can be made
@@ -50,9 +50,9 @@ def kernel_template(lesson, memory_limit):
     if key in _templates and (template is None or template.alive):
         return template
     try:
-        template = forked_kernels.KernelTemplate(**preprocessors.kernel_walls(lesson, memory_limit),
+        template = forked_kernels.KernelTemplate(**kernel_setup.kernel_walls(lesson, memory_limit),
                                                  calls=["qkv.model.load"] if uses_model(lesson) else [])
-        preprocessors.at_exit(template.close)
+        kernel_setup.at_exit(template.close)
     except forked_kernels.TemplateUnavailable as why:
         logging.getLogger("qkv_autograde").warning("qkv grader: no warm kernels on this worker (%s)", why)
         template = None
@@ -72,7 +72,7 @@ def warm_up(lesson, settings=None):
         importlib.import_module(f"qkv.{name}")
     importlib.import_module(f"qkv_grading.lesson{lesson.split('-')[0]}")
     importlib.import_module(f"qkv.checks.lesson{lesson.split('-')[0]}")
-    preprocessors.library_view(lesson)
+    kernel_setup.library_view(lesson)
     if uses_model(lesson):  # lessons that check the student's attention inside SmolLM2, here
         from qkv import model
         model.load()

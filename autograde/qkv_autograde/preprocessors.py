@@ -12,23 +12,20 @@ Anomalies travel in the notebook's metadata (`qkv.anomalies`), so the sanitize s
 through the file nbgrader writes between the two steps, and the report (report.py) reads them from the
 autograded notebooks.
 """
-import atexit
 import copy
 import difflib
 import functools
-import multiprocessing.util
 import os
 import re
-import shutil
 
 import nbformat
 from nbgrader import utils
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
-from qkv import NO_FRONT_END
 from traitlets import Bool, Float, Integer
 
-from . import forked_kernels, kernel_view, sandbox, student_kernel, verdicts
+from . import forked_kernels, sandbox, student_kernel, verdicts
+from .kernel_setup import kernel_walls
 
 HIDDEN_TESTS = re.compile(r"^[ \t]*#+ *BEGIN HIDDEN TESTS.*?^[ \t]*#+ *END HIDDEN TESTS[^\n]*\n?", re.S | re.M)
 
@@ -251,43 +248,8 @@ class RestoreLockedCells(OverwriteCells):
 
 # ---------------------------------------------------------------- autograde
 
-_views = {}
-RELEASED_LESSONS = os.path.join(os.path.dirname(os.path.dirname(kernel_view.LIBRARY)), "notebooks")
-
 # `%matplotlib inline` keeps this setting: figures are still drawn as objects, but no PNG is made for the output
 NO_FIGURE_PICTURES = "get_ipython().run_line_magic('config', 'InlineBackend.figure_formats = set()')"
-
-
-def library_view(lesson):
-    """The kernel's qkv for this lesson, built once per grading process."""
-    if lesson not in _views:
-        _views[lesson] = kernel_view.build(lesson)
-        # a forked worker inherits the entry but not the duty: only the process that built the view removes it
-        at_exit(_remove_view, os.getpid(), os.path.dirname(_views[lesson]))
-    return _views[lesson]
-
-
-def at_exit(function, *args):
-    """Run at the end of this process, whether it exits normally (atexit) or is a multiprocessing worker, which
-    ends with os._exit and runs only multiprocessing's own finalizers."""
-    atexit.register(function, *args)
-    multiprocessing.util.Finalize(None, function, args, exitpriority=10)
-
-
-def _remove_view(builder, folder):
-    if os.getpid() == builder:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def kernel_walls(lesson, memory_limit):
-    """What a student kernel of `lesson` may see and use (sandbox.Sandbox's arguments). Read-only extras: the
-    model's verified weights (named by QKV_CACHE: the kernel's home is not the grader's), and the released lessons,
-    what every student has (lesson 06 measures a perplexity on the course's text). No front end will display the
-    kernel's widgets, so they draw no pictures (qkv.widgets)."""
-    return {"library_view": (kernel_view.LIBRARY, library_view(lesson)),
-            "limits": sandbox.Limits(memory_bytes=memory_limit),
-            "read_only": [_model_cache(), RELEASED_LESSONS],
-            "env": {"QKV_CACHE": _model_cache(), NO_FRONT_END: "1"}}
 
 
 class SandboxedExecute(NbGraderPreprocessor):
@@ -396,12 +358,6 @@ def _explain_widgets(cell):
     for output in cell.outputs:
         if WIDGET_VIEW in output.get("data", {}):
             output["data"]["text/plain"] = WIDGET_NOTE
-
-
-def _model_cache():
-    from qkv import fetch
-
-    return str(fetch.cache_dir())
 
 
 class RecordAnomalies(NbGraderPreprocessor):
