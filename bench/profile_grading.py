@@ -50,7 +50,9 @@ def kind(process_frames):
     if depth:
         return ["", "kernel template", "keeper", "kernel"][min(depth, 3)]
     command = re.sub(r"^process \d+:", "", process_frames[-1]).strip('"')
-    return "worker" if len(process_frames) >= 2 and "qkv_autograde" in command else command.split()[-1][:40]
+    if "qkv_autograde" in command:
+        return "worker" if len(process_frames) >= 2 else "coordinator"
+    return (command.split() or ["?"])[-1][:40]
 
 
 def samples(raw):
