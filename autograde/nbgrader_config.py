@@ -53,8 +53,9 @@ c.Autograde.sanitize_preprocessors = [RecoverMetadata, ClearOutput, DeduplicateI
 c.Autograde.autograde_preprocessors = [SandboxedExecute, IgnorePattern, LimitOutput, SaveAutoGradesAndHandScores,
                                        AssignLatePenalties, CheckCellMetadata, RecordAnomalies]
 # `nbgrader zip_collect` (and `make grade SUBMISSIONS=export.zip`) unpacks LMS exports safely and knows their
-# file names (qkv_autograde/intake.py documents the patterns)
-from qkv_autograde.intake import SafeExtractor, SubmissionCollector  # noqa: E402
+# file names (qkv_autograde/collector.py documents the patterns)
+from qkv_autograde.collector import SubmissionCollector  # noqa: E402
+from qkv_autograde.extractor import SafeExtractor  # noqa: E402
 c.ZipCollectApp.extractor_plugin = SafeExtractor
 c.ZipCollectApp.collector_plugin = SubmissionCollector
 # `nbgrader export` (and make grade) writes grades.csv with csv quoting and spreadsheet-safe cells, an empty score

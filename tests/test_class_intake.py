@@ -17,7 +17,8 @@ import pytest
 from lessons import ROOT
 
 sys.path.insert(0, str(ROOT / "autograde"))
-from qkv_autograde import intake  # noqa: E402
+from qkv_autograde import extractor, intake, lms_names  # noqa: E402
+from qkv_autograde.collector import SubmissionCollector  # noqa: E402
 
 LESSON = "01-lookup"
 
@@ -70,11 +71,11 @@ def entry(name, data=None, date=None, mode=None):
 def submitted(course, student):
     """The files collected for a student, without the LMS record (`.lms.json`) beside them."""
     folder = course / "submitted" / student / LESSON
-    return sorted(f for f in os.listdir(folder) if f != intake.LMS_RECORD) if folder.is_dir() else None
+    return sorted(f for f in os.listdir(folder) if f != lms_names.LMS_RECORD) if folder.is_dir() else None
 
 
 def lms_record(course, student):
-    return json.loads((course / "submitted" / student / LESSON / intake.LMS_RECORD).read_text())
+    return json.loads((course / "submitted" / student / LESSON / lms_names.LMS_RECORD).read_text())
 
 
 def names(notes, student=None):
@@ -248,7 +249,7 @@ def test_bad_input_is_a_note_never_a_traceback(course, tmp_path):
 
 
 def test_clashing_and_oversized_entries_are_noted(course, tmp_path, monkeypatch):
-    monkeypatch.setattr(intake, "MAX_ENTRY_BYTES", 10_000)
+    monkeypatch.setattr(extractor, "MAX_ENTRY_BYTES", 10_000)
     export = make_zip(tmp_path / "odd.zip", [
         entry("alice", b"a file where a folder is needed"),
         entry("alice/01-lookup.ipynb"),
@@ -296,8 +297,8 @@ def test_nbgraders_own_archive_folder_is_used_in_place(course, tmp_path):
     archive.mkdir(parents=True)
     make_zip(archive / "canvas.zip", [entry("alice_1_2_01-lookup.ipynb")])
     make_zip(archive / "late.zip", [entry("bob_late_3_4_01-lookup.ipynb")])
-    assert intake.collect(archive, course, LESSON) == [intake.note("3", "late", "marked late by Canvas (its download "
-                                                                         "gives no time)")]
+    assert intake.collect(archive, course, LESSON) == [lms_names.note("3", "late", "marked late by Canvas (its download "
+                                                                            "gives no time)")]
     assert submitted(course, "1") == submitted(course, "3") == [f"{LESSON}.ipynb"]
     assert sorted(os.listdir(archive)) == ["canvas.zip", "late.zip"]      # the instructor's downloads untouched
     assert intake.collect(archive / "canvas.zip", course, LESSON) == []     # one of them, given alone
@@ -337,7 +338,7 @@ def test_the_real_course_config_is_read_without_side_effects(course, tmp_path):
 
 
 def test_the_documented_patterns_read_the_documented_examples():
-    collector = intake.SubmissionCollector("/nowhere", LESSON, {LESSON}, {})
+    collector = SubmissionCollector("/nowhere", LESSON, {LESSON}, {})
     cases = {
         "alice_12345_67890_01-lookup.ipynb": ("12345", "01-lookup.ipynb"),
         "smithjohn_LATE_1_2_01-lookup.ipynb": ("1", "01-lookup.ipynb"),
@@ -428,7 +429,8 @@ def test_the_stock_zip_collect_command_uses_the_same_plugins(course, tmp_path):
     bin_dir = os.path.dirname(sys.executable)
     run = subprocess.run(
         [os.path.join(bin_dir, "nbgrader"), "zip_collect", LESSON, "--force",
-         "--extractor=qkv_autograde.intake.SafeExtractor", "--collector=qkv_autograde.intake.SubmissionCollector"],
+         "--extractor=qkv_autograde.extractor.SafeExtractor",
+         "--collector=qkv_autograde.collector.SubmissionCollector"],
         cwd=course, capture_output=True, text=True, timeout=120,
         # run from the real autograde/, nbgrader's cwd on sys.path makes qkv_autograde importable
         env={**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),

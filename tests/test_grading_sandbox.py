@@ -36,7 +36,7 @@ PRIVATE_NOTE = "private-note-7f3a9c"  # only in the victim's notebook: no other 
 # 4 s in a plain kernel on a 2-core machine at load 1.7, past a 15 s limit with several test runs sharing the cores
 FAST = ["--SandboxedExecute.cell_timeout=45", "--SandboxedExecute.call_timeout=20",
         "--SandboxedExecute.budget_seconds=300"]
-# folder names outside intake.STUDENT_ID_CHARACTERS: refused with a reason, never graded, no row in grades.csv
+# folder names outside lms_names.STUDENT_ID_CHARACTERS: refused with a reason, never graded, no row in grades.csv
 REFUSED = {"with space", "élodie", ".hidden"}
 
 pytestmark = pytest.mark.grading_class

@@ -18,7 +18,7 @@ from test_class_intake import course, entry, make_zip, names, notebook_bytes, ta
 from test_lms_exports import BIN, receipt, with_gradebook  # noqa: F401
 
 sys.path.insert(0, str(ROOT / "autograde"))
-from qkv_autograde import history, intake, report, submissions  # noqa: E402
+from qkv_autograde import history, intake, lms_names, report, submissions  # noqa: E402
 
 LESSON = "01-lookup"
 NB = f"{LESSON}.ipynb"
@@ -65,7 +65,7 @@ def test_the_lms_time_decides_and_no_time_keeps_what_is_there(course, tmp_path):
     folder = course / "submitted" / "alee" / LESSON
     assert tag_of(folder / NB) == "answer = 'attempt 2'"
     assert (folder / "timestamp.txt").read_text().startswith("2026-11-05 10:00:00")
-    assert json.loads((folder / intake.LMS_RECORD).read_text())["timestamp"] == "2026-11-05 10:00:00"
+    assert json.loads((folder / lms_names.LMS_RECORD).read_text())["timestamp"] == "2026-11-05 10:00:00"
     assert names(intake.collect(blackboard("b2.zip", "2026-11-06-10-00-00", "attempt 3"), course, LESSON)) == [
         "collected again"]
     assert tag_of(folder / NB) == "answer = 'attempt 3'"

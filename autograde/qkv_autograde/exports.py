@@ -87,7 +87,7 @@ class GradesCsvExport(CsvExportPlugin):
 
 def lms_records(coursedir):
     """{(student, lesson): record} from the `.lms.json` files intake wrote into submitted/."""
-    from .intake import LMS_RECORD, valid_student_id
+    from .lms_names import LMS_RECORD, valid_student_id
 
     found = {}
     pattern = coursedir.format_path(coursedir.submitted_directory, "*", "*")

@@ -5,7 +5,7 @@ nbgrader finds `submitted/<student>/<lesson>/<notebook>.ipynb` and nothing else:
 corrupt file stopped with a traceback. `stage` builds a parallel tree (`.staged/`) that nbgrader grades instead,
 and says what it did for each student. The submitted tree is only read.
 
-A student folder whose name is not a student id (intake.STUDENT_ID_CHARACTERS: a comma, a space, a leading `=`)
+A student folder whose name is not a student id (lms_names.STUDENT_ID_CHARACTERS: a comma, a space, a leading `=`)
 is refused with a reason, never graded under another name. What the LMS said when the submission was collected
 (intake's `.lms.json`) becomes a `late` anomaly on each notebook when the LMS marked it late.
 """
@@ -17,7 +17,7 @@ import shutil
 
 import nbformat
 
-from .intake import LMS_RECORD, STUDENT_ID_CHARACTERS, shown, valid_student_id
+from .lms_names import LMS_RECORD, STUDENT_ID_CHARACTERS, shown, valid_student_id
 
 STAGED = ".staged"
 
