@@ -37,15 +37,29 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # (qkv_autograde/): the answer cells run in a bubblewrap-isolated kernel with no network and no view of this
 # folder; the test cells run here and call the student's functions across the boundary with plain data.
 import nbgrader.apps.autogradeapp  # noqa: E402
+import nbgrader.apps.generatefeedbackapp  # noqa: E402
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput,  # noqa: E402
                                     DeduplicateIds, IgnorePattern, LimitOutput, OverwriteKernelspec)
 from qkv_autograde.converter import QkvAutograde  # noqa: E402
 from qkv_autograde.hand_scores import SaveAutoGradesAndHandScores  # noqa: E402
 from qkv_autograde.preprocessors import (RecordAnomalies, RecoverMetadata, RestoreLockedCells,  # noqa: E402
                                          SandboxedExecute)
+from qkv_autograde.feedback import QkvGenerateFeedback  # noqa: E402
 
-# nbgrader has no setting for the converter class; staging, resume and the anomaly report are class-level steps
-nbgrader.apps.autogradeapp.Autograde = QkvAutograde
+
+def use_the_courses_converters():
+    """`nbgrader autograde` and `nbgrader generate_feedback` run the course's converters (converter.py: staging,
+    resume, the anomaly report; feedback.py: the pages whose grades changed since are written again).
+
+    A patch, not a setting, because nbgrader 0.9 has none: AutogradeApp.start and GenerateFeedbackApp.start build
+    `Autograde(...)` / `GenerateFeedback(...)` from their module's global name (no Type trait as ExportApp's
+    plugin_class or ZipCollectApp's extractor_plugin), and the `nbgrader` command's subcommands are a plain class
+    attribute. This file is read after the app is made and before its start, so the name is replaced in time."""
+    nbgrader.apps.autogradeapp.Autograde = QkvAutograde
+    nbgrader.apps.generatefeedbackapp.GenerateFeedback = QkvGenerateFeedback
+
+
+use_the_courses_converters()
 # RecoverMetadata first: nbgrader's own steps trust the cells' metadata, and a student can write anything there
 c.Autograde.sanitize_preprocessors = [RecoverMetadata, ClearOutput, DeduplicateIds, OverwriteKernelspec,
                                       RestoreLockedCells, CheckCellMetadata]
@@ -88,10 +102,6 @@ c.GenerateFeedback.exporter_class = FeedbackExporter
 c.FeedbackExporter.template_name = "qkv_feedback"
 c.HTMLExporter.extra_template_basedirs = [TEMPLATES, os.path.join(
     os.path.dirname(nbgrader.apps.autogradeapp.__file__), "..", "server_extensions", "formgrader", "templates")]
-# `nbgrader generate_feedback` also writes again the pages whose grades or comments changed (hand grading)
-import nbgrader.apps.generatefeedbackapp  # noqa: E402
-from qkv_autograde.feedback import QkvGenerateFeedback  # noqa: E402
-nbgrader.apps.generatefeedbackapp.GenerateFeedback = QkvGenerateFeedback
 # `nbgrader release_feedback` releases the pages of students who handed in through the exchange, and names the others
 from qkv_autograde.feedback import ReleaseFeedbackOfExchangeSubmissions  # noqa: E402
 c.ExchangeFactory.release_feedback = ReleaseFeedbackOfExchangeSubmissions

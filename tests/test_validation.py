@@ -6,7 +6,7 @@ hide a 2.5). Each case below was accepted, or named the wrong argument, before t
 import numpy as np
 import pytest
 
-from qkv import cost, kv_cache, masking, model, scaling
+from qkv import cost, heads, kv_cache, masking, model, scaling, sinks
 
 CACHE = (np.zeros((2, 6, 4)), np.zeros((2, 6, 4)))
 QKV = (np.zeros((3, 4)), np.zeros((3, 4)), np.zeros((3, 2)))
@@ -29,12 +29,33 @@ WHOLE_NUMBER_CASES = {
                                       "chunk must be a positive whole number; got 2.0"),
     "chunked_attention chunk True": (lambda: cost.chunked_attention(*QKV, True),
                                      "chunk must be a positive whole number; got True"),
+    "sliding_window_mask window True": (lambda: sinks.sliding_window_mask(4, True),
+                                        "window must be a positive whole number; got True"),
+    "induction_score period True": (lambda: sinks.induction_score(np.zeros((1, 4, 4)), True),
+                                    "period must be a positive whole number; got True"),
+    "split_heads n_heads 2.0": (lambda: heads.split_heads(np.zeros((3, 4)), 2.0),
+                                "n_heads must be a positive whole number; got 2.0"),
+    "split_heads n_heads True": (lambda: heads.split_heads(np.zeros((3, 4)), True),
+                                 "n_heads must be a positive whole number; got True"),
+}
+
+TOKEN_ID_CASES = {  # sinks' token ids, checked by qkv.shapes.token_ids as the model checks them
+    "packed_mask no lengths": (lambda: sinks.packed_mask([]),
+                               "lengths must be a non-empty 1-D sequence of token ids; got shape (0,)"),
 }
 
 
 @pytest.mark.parametrize("case", WHOLE_NUMBER_CASES)
 def test_a_whole_number_is_an_int_never_a_bool_or_a_float_with_one_message(case):
     call, message = WHOLE_NUMBER_CASES[case]
+    with pytest.raises(ValueError) as error:
+        call()
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("case", TOKEN_ID_CASES)
+def test_token_ids_are_checked_one_way(case):
+    call, message = TOKEN_ID_CASES[case]
     with pytest.raises(ValueError) as error:
         call()
     assert str(error.value) == message

@@ -4,7 +4,7 @@ from typing import NamedTuple
 import numpy as np
 
 from qkv.attention import attention, attention_weights, project_qkv
-from qkv.shapes import as_float_array, require
+from qkv.shapes import as_float_array, require, whole_number
 
 
 def repeat_kv_heads(x, n_query_heads):
@@ -44,10 +44,11 @@ def split_heads(x, n_heads):
     # [T, n_heads * d_head] -> [n_heads, T, d_head]; head h owns columns h*d_head .. (h+1)*d_head - 1
     x = as_float_array(x, "x")
     require(x.ndim == 2, f"x must be [T, n_heads * d_head]; got shape {x.shape}")
-    require(int(n_heads) == n_heads and n_heads >= 1 and x.shape[1] % n_heads == 0,
+    n_heads = whole_number(n_heads, "n_heads", 1)
+    require(x.shape[1] % n_heads == 0,
             f"x of shape {x.shape} has {x.shape[1]} columns, which {n_heads} heads cannot share evenly")
     T, width = x.shape
-    return x.reshape(T, int(n_heads), width // int(n_heads)).transpose(1, 0, 2)
+    return x.reshape(T, n_heads, width // n_heads).transpose(1, 0, 2)
 
 
 def merge_heads(x):

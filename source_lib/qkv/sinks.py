@@ -9,8 +9,7 @@ import pathlib
 
 import numpy as np
 
-from qkv.masking import _sequence_length
-from qkv.shapes import as_float_array, require
+from qkv.shapes import as_float_array, require, token_ids, whole_number
 
 
 # ---------------------------------------------------------------- checking inputs
@@ -21,22 +20,6 @@ def _layer_weights(weights, min_T=1):
             f"weights must be one layer's attention weights [H, T, T]; got shape {weights.shape}")
     require(weights.shape[1] >= min_T, f"weights need at least {min_T} tokens; got T = {weights.shape[1]}")
     return weights
-
-
-def _token_ids(ids, name="ids", min_length=1):
-    array = np.asarray(ids)
-    require(array.ndim == 1 and array.size >= min_length,
-            f"{name} must be a 1-D sequence of at least {min_length} token ids; got shape {array.shape}")
-    if array.size == 0:  # np.asarray([]) is float64, but an empty sequence of ids is still ids
-        return array.astype(np.int64)
-    require(array.dtype.kind in "iu", f"{name} must be whole numbers (token ids); got dtype {array.dtype}")
-    return array.astype(np.int64)
-
-
-def _whole(value, name, smallest):
-    require(np.ndim(value) == 0 and isinstance(value, (int, np.integer)) and value >= smallest,
-            f"{name} must be a whole number >= {smallest}; got {value!r}")
-    return int(value)
 
 
 # ---------------------------------------------------------------- the sink
@@ -50,7 +33,7 @@ def first_token_share(weights):
 
 def uniform_first_token_share(T):
     # int -> float: first_token_share of causal weights with no preference, query i spreading 1/(i+1)
-    T = _sequence_length(T)
+    T = whole_number(T, "T", 1)
     require(T >= 2, f"T must be >= 2 (query 0 is left out); got {T}")
     return float(np.mean(1.0 / (np.arange(1, T) + 1)))
 
@@ -81,7 +64,7 @@ def contribution_norms(weights, v, W_O_head):
 
 def occlusion_effects(next_token_logprob, ids):
     # fn([T-1] ids) -> float, [T] ids -> [T]: how much the log-probability drops when position i is deleted
-    ids = _token_ids(ids, min_length=2)
+    ids = token_ids(ids, min_length=2)
     base = float(next_token_logprob(ids))
     return np.array([base - float(next_token_logprob(np.delete(ids, i))) for i in range(len(ids))])
 
@@ -92,7 +75,7 @@ def toy_next_token_logprob(ids, token_values, decay):
     Each token id t adds token_values[t] to a score, discounted by decay^(distance from the end), so
     both WHICH token and WHERE it stands matter; the "next token" has log-probability log sigmoid(score).
     """
-    ids = _token_ids(ids, min_length=0)
+    ids = token_ids(ids, min_length=0)
     token_values = as_float_array(token_values, "token_values")
     discounts = float(decay) ** np.arange(len(ids))[::-1]
     score = float(np.sum(token_values[ids] * discounts))
@@ -102,7 +85,7 @@ def toy_next_token_logprob(ids, token_values, decay):
 def toy_first_token_logprob(ids, token_values, sink_bonus):
     """A stand-in whose answer hangs on the first token (a "sink"): whatever stands at position 0 adds
     sink_bonus; every token adds token_values[t]; log-probability log sigmoid(score)."""
-    ids = _token_ids(ids, min_length=0)
+    ids = token_ids(ids, min_length=0)
     token_values = as_float_array(token_values, "token_values")
     score = float(np.sum(token_values[ids])) + (float(sink_bonus) if len(ids) else 0.0)
     return -float(np.logaddexp(0.0, -score))
@@ -119,7 +102,7 @@ def next_token_logprob(model, target, ids, attention=None):
 
 def packed_mask(lengths):
     # [n] lengths -> bool [sum, sum]: causal inside each sequence, nothing visible across sequences
-    lengths = _token_ids(lengths, "lengths")
+    lengths = token_ids(lengths, name="lengths")
     require(np.all(lengths >= 1), f"every sequence needs at least one token; got lengths {lengths.tolist()}")
     sequence = np.repeat(np.arange(len(lengths)), lengths)
     position = np.arange(len(sequence))
@@ -136,7 +119,7 @@ def packed_next_token_logprobs(model, target, sequences):
     """
     from qkv.attention import softmax
     from qkv.model import forward
-    sequences = [_token_ids(s, "each sequence") for s in sequences]
+    sequences = [token_ids(s, name="each sequence") for s in sequences]
     lengths = np.array([len(s) for s in sequences])
     logits = forward(model, np.concatenate(sequences), mask=packed_mask(lengths)).logits
     last = logits[np.cumsum(lengths) - 1].astype(np.float64)          # [n, vocab]: each sequence's last row
@@ -148,8 +131,8 @@ def packed_next_token_logprobs(model, target, sequences):
 def sliding_window_mask(T, window, n_sink=0):
     # int, int, int -> bool [T, T]: query i may read key j when j <= i and (i - j < window or j < n_sink)
     # StreamingLLM's cache: the last `window` keys (itself included) plus the first `n_sink` keys, never the future.
-    T = _sequence_length(T)
-    window, n_sink = _whole(window, "window", 1), _whole(n_sink, "n_sink", 0)
+    T = whole_number(T, "T", 1)
+    window, n_sink = whole_number(window, "window", 1), whole_number(n_sink, "n_sink", 0)
     i = np.arange(T)[:, None]
     j = np.arange(T)[None, :]
     return (j <= i) & ((i - j < window) | (j < n_sink))
@@ -165,7 +148,7 @@ def log_softmax(logits):
 def token_losses(logits, ids):
     # [T, vocab], [T] -> [T-1]: -ln p(ids[t+1] | ids[..t]), the loss on each predicted token, in nats
     logits = as_float_array(logits, "logits")
-    ids = _token_ids(ids, min_length=2)
+    ids = token_ids(ids, min_length=2)
     require(logits.ndim == 2 and logits.shape[0] == len(ids),
             f"logits must be [T, vocab] with one row per id; got logits {logits.shape} for {len(ids)} ids")
     require(ids.min() >= 0 and ids.max() < logits.shape[1],
@@ -214,7 +197,7 @@ def induction_score(weights, period):
     # [H, T, T], int -> [H]: on a text whose last 2*period tokens are period tokens said twice, the mean
     # weight each query i of the second copy puts on key i - period + 1, the token that FOLLOWED i's
     # earlier occurrence (what an induction head copies)
-    period = _whole(period, "period", 1)
+    period = whole_number(period, "period", 1)
     weights = _layer_weights(weights, min_T=2 * period)
     T = weights.shape[1]
     i = np.arange(T - period, T)
