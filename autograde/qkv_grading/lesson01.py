@@ -44,7 +44,7 @@ def _softmax_cases(rng):
 
 
 def softmax(student_softmax):
-    check = dict(name="softmax", diagnoses=visible.SOFTMAX_MISTAKES, extra_checks=[visible._sums_to_one],
+    check = dict(name="softmax", diagnoses=visible.SOFTMAX_MISTAKES, extra_checks=[visible.sums_to_one],
                  nonfinite_hint=visible.SOFTMAX_OVERFLOW, confirm_with=visible.SOFTMAX_CONFIRMATIONS)
     for args, kwargs in SOFTMAX_FIXED + _softmax_cases(fresh_rng()):
         check_against(student_softmax, ref.softmax, args, kwargs, **check)

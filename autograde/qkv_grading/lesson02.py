@@ -91,7 +91,7 @@ def scaled_scores(student_scaled_scores):
 def attention_weights(student_attention_weights):
     for args in _query_key_cases(fresh_rng(), large=True):
         check_against(student_attention_weights, ref.attention_weights, args, name="attention_weights",
-                      diagnoses=visible.ATTENTION_WEIGHTS_MISTAKES, extra_checks=[visible._rows_sum_to_one],
+                      diagnoses=visible.ATTENTION_WEIGHTS_MISTAKES, extra_checks=[visible.rows_sum_to_one],
                       allowed=visible.TOOLS, nonfinite_hint=visible.NONFINITE)
 
 

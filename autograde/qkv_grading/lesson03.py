@@ -65,7 +65,7 @@ def _finite_difference_softmax_jacobian(scores):
 def softmax_jacobian(student_fn):
     rng = fresh_rng()
     check = dict(name="softmax_jacobian", diagnoses=visible.SOFTMAX_JACOBIAN_MISTAKES, allowed=visible.TOOLS,
-                 extra_checks=[visible._rows_sum_to_zero])
+                 extra_checks=[visible.rows_sum_to_zero])
     cases = [rng.normal(size=5), rng.normal(size=2) * 3, rng.normal(size=9).astype(np.float32),
              np.array([4.0]), np.array([1.0, 1.0, 1.0, 1.0]), (rng.normal(size=6) * 2).tolist(),
              np.array([0.0, 3.0, 2.5, -1.0]) * 1e-4]  # tiny scores: nearly uniform weights

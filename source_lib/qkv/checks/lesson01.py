@@ -47,7 +47,7 @@ SOFTMAX_CONFIRMATIONS = [((np.array([[1000.0, 1001.0, 999.0], [1.0, 2.0, 0.5]]),
                          ((np.array([[3.0, 800.0], [1.0, 802.0], [0.0, 801.0]]),), {"axis": 0})]
 
 
-def _sums_to_one(got, args, kwargs):
+def sums_to_one(got, args, kwargs):
     axis = kwargs.get("axis", args[1] if len(args) > 1 else -1)
     if not np.allclose(np.sum(got, axis=axis), 1, atol=1e-4):
         return "the slices along `axis` do not sum to 1."
@@ -56,7 +56,7 @@ def _sums_to_one(got, args, kwargs):
 
 def softmax(student_softmax):
     small = np.array([[1.0, 2.0, 3.0], [0.5, 0.5, 0.5]])
-    check = dict(name="softmax", diagnoses=SOFTMAX_MISTAKES, extra_checks=[_sums_to_one],
+    check = dict(name="softmax", diagnoses=SOFTMAX_MISTAKES, extra_checks=[sums_to_one],
                  nonfinite_hint=SOFTMAX_OVERFLOW, confirm_with=SOFTMAX_CONFIRMATIONS)
     check_against(student_softmax, ref_attention.softmax, (np.array([2.0, 1.0, 0.1]),), **check)
     check_against(student_softmax, ref_attention.softmax, (small,), **check)

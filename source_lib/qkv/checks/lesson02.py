@@ -154,7 +154,7 @@ SELF_ATTENTION_MISTAKES = (
 )
 
 
-def _rows_sum_to_one(got, args, kwargs):
+def rows_sum_to_one(got, args, kwargs):
     if np.any(got < -1e-9):
         return "some weights are negative; softmax makes every weight positive."
     if not np.allclose(np.sum(got, axis=-1), 1, atol=1e-4):
@@ -182,7 +182,7 @@ def scaled_scores(student_scaled_scores):
 
 def attention_weights(student_attention_weights):
     check = dict(name="attention_weights", diagnoses=ATTENTION_WEIGHTS_MISTAKES, allowed=TOOLS,
-                 extra_checks=[_rows_sum_to_one], nonfinite_hint=NONFINITE)
+                 extra_checks=[rows_sum_to_one], nonfinite_hint=NONFINITE)
     got = check_against(student_attention_weights, ref_attention.attention_weights, (WORKED_Q, WORKED_K), **check)
     check_against(student_attention_weights, ref_attention.attention_weights, (SMALL_Q, SMALL_K), **check)
     check_against(student_attention_weights, ref_attention.attention_weights,

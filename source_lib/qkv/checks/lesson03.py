@@ -221,7 +221,7 @@ SOFTMAX_JACOBIAN_MISTAKES = [
 ]
 
 
-def _rows_sum_to_zero(got, args, kwargs):
+def rows_sum_to_zero(got, args, kwargs):
     if not np.allclose(got.sum(axis=1), 0, atol=1e-5):
         return ("a row of the Jacobian does not sum to 0. The weights always sum to 1, so however the scores "
                 "move, the changes of the weights cancel: each row (and column) must sum to 0.")
@@ -230,7 +230,7 @@ def _rows_sum_to_zero(got, args, kwargs):
 
 def softmax_jacobian(student_fn):
     check = dict(name="softmax_jacobian", diagnoses=SOFTMAX_JACOBIAN_MISTAKES, allowed=TOOLS,
-                 extra_checks=[_rows_sum_to_zero])
+                 extra_checks=[rows_sum_to_zero])
     check_against(student_fn, scaling.softmax_jacobian, ([1.0, 2.0, 3.0],), **check)
     check_against(student_fn, scaling.softmax_jacobian, (np.array([0.5, -1.0, 2.0, 0.3]),), **check)
     check_against(student_fn, scaling.softmax_jacobian, (np.array([0.0, 0.0]),), **check)
