@@ -14,12 +14,13 @@ import urllib.request
 import nbformat
 import pytest
 
+import qkv.lessons
 from qkv.checking import Hint
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
 RELEASE = ROOT / "notebooks"
-LESSONS = sorted(p.name for p in SOLUTIONS.iterdir() if p.is_dir() and not p.name.startswith("."))
+LESSONS = [row.slug for row in qkv.lessons.LESSONS]  # test_lesson_registry checks they are the folders of solutions/
 
 
 def notebook_path(lesson, top=SOLUTIONS):

@@ -20,55 +20,41 @@ import warnings
 
 import numpy as np
 
+import qkv.lessons
 from qkv.checking import REFERENCE_MODULES, close
 
 # ---------------------------------------------------------------- what each lesson grades
 
-# reference function -> (lesson, hidden test in qkv_grading.lessonNN); helpers: private functions of the
-# same module whose mutations count as mutations of the graded function (a student writes them inline)
-GRADED = {
-    "qkv.attention.softmax": ("01", "softmax"),
-    "qkv.lookup.hard_lookup": ("01", "hard_lookup"),
-    "qkv.lookup.soft_lookup": ("01", "soft_lookup"),
-    "qkv.lookup.soft_lookup_by_temperature": ("01", "temperature_sweep"),
-    "qkv.attention.dot_scores": ("02", "dot_scores"),
-    "qkv.attention.scaled_scores": ("02", "scaled_scores"),
-    "qkv.attention.attention_weights": ("02", "attention_weights"),
-    "qkv.attention.attention": ("02", "attention"),
-    "qkv.attention.project_qkv": ("02", "project_qkv"),
-    "qkv.attention.self_attention": ("02", "self_attention"),
-    "qkv.scaling.dot_product_variance": ("03", "dot_product_variance"),
-    "qkv.scaling.scale_for_unit_variance": ("03", "scale_for_unit_variance"),
-    "qkv.scaling.entropy": ("03", "entropy"),
-    "qkv.scaling.softmax_jacobian": ("03", "softmax_jacobian"),
-    "qkv.scaling.query_jacobian": ("03", "query_jacobian"),
-    "qkv.masking.causal_mask": ("04", "causal_mask"),
-    "qkv.attention.masked_softmax": ("04", "masked_softmax"),
-    "qkv.masking.causal_self_attention": ("04", "causal_self_attention"),
-    "qkv.masking.padding_mask": ("04", "padding_mask"),
-    "qkv.masking.causal_padding_mask": ("04", "causal_padding_mask"),
-    "qkv.masking.dependence_matrix": ("04", "dependence_matrix"),
-    "qkv.heads.split_heads": ("05", "split_heads"),
-    "qkv.heads.merge_heads": ("05", "merge_heads"),
-    "qkv.heads.multi_head_attention": ("05", "multi_head_attention"),
-    "qkv.heads.grouped_query_attention": ("05", "grouped_query_attention"),
-    "qkv.heads.kv_cache_bytes_per_token": ("05", "kv_cache_bytes_per_token"),
-    "qkv.sinks.first_token_share": ("06", "first_token_share"),
-    "qkv.sinks.contribution_norms": ("06", "contribution_norms"),
-    "qkv.sinks.occlusion_effects": ("06", "occlusion_effects"),
-    "qkv.sinks.sliding_window_mask": ("06", "sliding_window_mask"),
-    "qkv.sinks.perplexity": ("06", "perplexity"),
-    "qkv.sinks.diagonal_score": ("06", "diagonal_score"),
-    "qkv.sinks.previous_token_score": ("06", "previous_token_score"),
-    "qkv.sinks.induction_score": ("06", "induction_score"),
-    "qkv.cost.cost_ratio": ("07", "cost_ratio"),
-    "qkv.cost.fit_exponent": ("07", "fit_exponent"),
-    "qkv.cost.attention_step": ("07", "attention_step"),
-    "qkv.cost.append_to_cache": ("07", "append_to_cache"),
-    "qkv.cost.chunked_attention": ("07", "chunked_attention"),
-    "qkv.cost.causal_chunked_attention": ("07", "causal_chunked_attention"),
+# The graded reference functions: those of each lesson's GRADED_REFERENCES (qkv.lessons lists the lessons) that
+# its hidden tests test under their own name, or under HIDDEN_TEST_NAMES; reference function -> (lesson, hidden test
+# in qkv_grading.lessonNN). A new lesson is mutated without an edit here once EQUIVALENCE_INPUTS has its functions.
+HIDDEN_TEST_NAMES = {"qkv.lookup.soft_lookup_by_temperature": "temperature_sweep"}
+NOT_MUTATED = {
+    # a hidden test of its own, but it ablates SmolLM2's heads: equivalence inputs would each run the model
+    "qkv.sinks.ablate_heads",
 }
 
+
+def hidden_module(lesson):
+    return importlib.import_module(qkv.lessons.lesson(lesson).hidden_tests)
+
+
+def graded_functions(rows=None):
+    """{reference function: (lesson number, name of its hidden test)} for the lessons `rows` (default: all)."""
+    graded = {}
+    for row in qkv.lessons.LESSONS if rows is None else rows:
+        hidden = hidden_module(row.number)
+        for reference in hidden.GRADED_REFERENCES:
+            test = HIDDEN_TEST_NAMES.get(reference, reference.rpartition(".")[2])
+            if reference not in NOT_MUTATED and getattr(getattr(hidden, test, None), "__module__", None) == hidden.__name__:
+                graded[reference] = (row.number, test)
+    return graded
+
+
+GRADED = graded_functions()
+
+# helpers: private functions of the same module whose mutations count as mutations of the graded function (a
+# student writes them inline)
 HELPERS = {
     "qkv.scaling.softmax_jacobian": ("_jacobian_of_weights",),
     "qkv.scaling.query_jacobian": ("_jacobian_of_weights",),
@@ -815,8 +801,6 @@ def equivalence_inputs(graded, seeds=(0, 1)):
 
 # ---------------------------------------------------------------- running the hidden tests
 
-def hidden_module(lesson):
-    return importlib.import_module(f"qkv_grading.lesson{lesson}")
 
 
 def killed(mutant, hidden_test):

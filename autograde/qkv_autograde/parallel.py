@@ -32,6 +32,7 @@ import zipfile
 
 import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
+from qkv import lessons
 
 from . import forked_kernels, kernel_setup, preprocessors
 
@@ -40,7 +41,7 @@ _templates = {}  # (lesson, memory limit) -> KernelTemplate, or None where none 
 
 
 def uses_model(lesson):
-    return int(lesson.split("-")[0]) >= 5  # lessons whose checks, and notebooks, run SmolLM2
+    return lessons.lesson(lesson).uses_model  # lessons whose checks, and notebooks, run SmolLM2
 
 
 def kernel_template(lesson, memory_limit):
@@ -68,10 +69,10 @@ def warm_up(lesson, settings=None):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot  # noqa: F401
-    for name in ("attention", "lookup", "scaling", "masking", "heads", "checking", "plots", "model"):
+    for name in (*(row.concept for row in lessons.LESSONS), "checking", "plots", "model"):
         importlib.import_module(f"qkv.{name}")
-    importlib.import_module(f"qkv_grading.lesson{lesson.split('-')[0]}")
-    importlib.import_module(f"qkv.checks.lesson{lesson.split('-')[0]}")
+    importlib.import_module(lessons.lesson(lesson).hidden_tests)
+    importlib.import_module(lessons.lesson(lesson).checks)
     kernel_setup.library_view(lesson)
     if uses_model(lesson):  # lessons that check the student's attention inside SmolLM2, here
         from qkv import model

@@ -5,10 +5,10 @@ rows are queries, columns are keys. One layer's attention weights are [H, T, T] 
 as qkv.model.forward(..., return_weights=True) returns them.
 """
 import functools
-import pathlib
 
 import numpy as np
 
+from qkv.lessons import course_paths
 from qkv.shapes import as_float_array, require, token_ids, whole_number
 
 
@@ -165,7 +165,7 @@ def perplexity(logits, ids):
 def course_text(lessons=("01-lookup", "02-by-hand", "03-scaling")):
     """The markdown of the course's own lesson notebooks (offline, English prose with some maths), joined."""
     import json
-    notebooks = pathlib.Path(__file__).resolve().parents[2] / "notebooks"
+    notebooks = course_paths().notebooks
     parts = []
     for lesson in lessons:
         path = notebooks / lesson / f"{lesson}.ipynb"

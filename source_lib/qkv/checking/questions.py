@@ -8,9 +8,9 @@ import os
 
 import numpy as np
 
-from qkv.checking.guard import LIBRARY_DIR
 from qkv.checking.hints import Hint
 from qkv.checking.validation import expect_number
+from qkv.lessons import course_paths, enclosing_courses
 
 SELF_STUDY_VARIABLE = "QKV_SELF_STUDY"
 # what an ANSWERS table may use besides numpy: it is read as data, never run as a module
@@ -30,21 +30,17 @@ def self_study():
 # The right answers live only beside the hidden tests (autograde/qkv_grading/lessonNN.py, ANSWERS and
 # EXPLANATIONS), whose modules must never be imported into the student's kernel; self-study mode on Binder
 # (which clones the whole repository) needs them there all the same. So these two functions are the one place
-# that knows the course's layout and reads the grader's files, as plain literals.
+# that reads the grader's files, as plain literals; where they are, qkv.lessons.course_paths knows.
 
 def answer_key_folder():
     """autograde/qkv_grading of the course checkout this library was installed from (Binder clones the
     whole repository) or above the notebook's folder; $QKV_AUTOGRADE names another autograde/ folder."""
     override = os.environ.get("QKV_AUTOGRADE")
-    candidates = [os.path.join(override, "qkv_grading")] if override else []
-    for start in () if override else (os.path.dirname(os.path.dirname(LIBRARY_DIR)), os.getcwd()):
-        folder = os.path.abspath(start)
-        while True:
-            candidates.append(os.path.join(folder, "autograde", "qkv_grading"))
-            if os.path.dirname(folder) == folder:
-                break
-            folder = os.path.dirname(folder)
-    return next((c for c in candidates if os.path.isfile(os.path.join(c, "__init__.py"))), None)
+    if override:
+        courses = [course_paths(autograde=override)]
+    else:
+        courses = [*enclosing_courses(course_paths().root), *enclosing_courses(os.getcwd())]
+    return next((str(c.hidden_tests) for c in courses if (c.hidden_tests / "__init__.py").is_file()), None)
 
 
 @functools.lru_cache(maxsize=4)
