@@ -9,11 +9,12 @@ import os
 import shutil
 
 from qkv import NO_FRONT_END
+from qkv.lessons import course_paths
 
 from . import kernel_view, sandbox
 
 _views = {}
-RELEASED_LESSONS = os.path.join(os.path.dirname(os.path.dirname(kernel_view.LIBRARY)), "notebooks")
+RELEASED_LESSONS = str(course_paths().notebooks)
 
 
 def library_view(lesson):
