@@ -9,6 +9,7 @@
 
 Run for fresh sandboxed kernels (nbgrader autograde) and kernels forked from a warm template (make grade).
 """
+import contextlib
 import csv
 import json
 import os
@@ -175,8 +176,9 @@ def test_a_kernels_processes_together_hold_no_more_than_its_memory_limit(route, 
     assert not failed, f"the student's own honest tests failed after the memory limit: {failed}"
 
 
-@pytest.mark.parametrize("route", ["fresh", "forked"])
-def test_the_socket_folder_is_a_small_tmpfs_the_student_cannot_fill_the_disk_through(route, request, tmp_path):
+@contextlib.contextmanager
+def started_kernel(route, request):
+    """A started StudentKernel of either route (a fresh sandboxed kernel, or one forked from the template)."""
     if route == "forked":
         template = request.getfixturevalue("template")
         make = lambda: forked_kernels.ForkedKernelManager(template=template)  # noqa: E731
@@ -187,16 +189,22 @@ def test_the_socket_folder_is_a_small_tmpfs_the_student_cannot_fill_the_disk_thr
     kernel = student_kernel.StudentKernel(make, cell_seconds=60)
     try:
         kernel.start()
+        yield kernel
+    finally:
+        kernel.close()
+        if walls:
+            walls.cleanup()
+
+
+@pytest.mark.parametrize("route", ["fresh", "forked"])
+def test_the_socket_folder_is_a_small_tmpfs_the_student_cannot_fill_the_disk_through(route, request, tmp_path):
+    with started_kernel(route, request) as kernel:
         host_folder = os.path.dirname(kernel.client.km.connection_file)
         cell = nbformat.v4.new_code_cell(FILL_SOCKET_FOLDER)
         assert kernel.run_cell(cell, 0) == "ok", cell.outputs
         filled = printed_json(cell)
         on_the_host = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(host_folder) for f in files
                           if not os.path.islink(os.path.join(d, f)))
-    finally:
-        kernel.close()
-        if walls:
-            walls.cleanup()
     limit = 16 * MiB  # sandbox.Limits.socket_bytes
     assert filled["error"] == "ENOSPC" and filled["written"] <= limit, filled
     assert filled["size"] <= limit, filled
@@ -207,25 +215,12 @@ def test_the_socket_folder_is_a_small_tmpfs_the_student_cannot_fill_the_disk_thr
 def test_a_message_too_large_for_the_grader_is_dropped_unread_named_and_the_kernel_heard_again(route, request):
     # the grader's sockets refuse a message over bounded_client.MESSAGE_BYTES; ZeroMQ does not reconnect such a
     # connection itself, so without a new socket every later cell and call of this student would go unheard
-    if route == "forked":
-        template = request.getfixturevalue("template")
-        make = lambda: forked_kernels.ForkedKernelManager(template=template)  # noqa: E731
-        walls = None
-    else:
-        walls = sandbox.Sandbox(**preprocessors.kernel_walls(LESSON, 1 * GiB))
-        make = lambda: sandbox.SandboxedKernelManager(sandbox=walls)  # noqa: E731
-    kernel = student_kernel.StudentKernel(make, cell_seconds=60)
-    try:
-        kernel.start()
+    with started_kernel(route, request) as kernel:
         huge = nbformat.v4.new_code_cell(f"print('y' * {bounded_client.MESSAGE_BYTES + MiB})\nanswer = 42")
         kernel.run_cell(huge, 0)
         after = nbformat.v4.new_code_cell("print('heard', answer)")
         assert kernel.run_cell(after, 1) == "ok", after.outputs
         answer = kernel.get("answer")
-    finally:
-        kernel.close()
-        if walls:
-            walls.cleanup()
     assert all(len(o.get("text", "")) < MiB for o in huge.outputs), "the huge print reached the grader"
     assert [o["text"] for o in after.outputs if o.get("output_type") == "stream"] == ["heard 42\n"]
     assert answer == 42
