@@ -3,9 +3,10 @@
 A kernel that prints 40 MiB per call publishes 40 MiB messages faster than the grader can read them: jupyter_client
 reads each one whole, and ZeroMQ queues up to a thousand of them in the grader's socket, so the grading process grew
 past 1 GiB before `BoundedOutputClient` could cut the text. Here the sockets themselves refuse: a message larger than
-the largest answer the wire accepts is dropped by ZeroMQ before it is read (it resets that connection, which then
-reconnects), and only a few messages wait in the grader's queue; the rest wait in the kernel's own memory, which its
-sandbox bounds. Each reset is counted, so the report can name it.
+the largest answer the wire accepts is dropped by ZeroMQ before it is read (it closes that connection for good: a
+protocol error is never reconnected), and only a few messages wait in the grader's queue; the rest wait in the
+kernel's own memory, which its sandbox bounds. Each closed connection is counted, so the report can name it, and
+replaced by a new one, so the kernel is heard again.
 """
 import zmq
 from jupyter_client.asynchronous import AsyncKernelClient
@@ -26,6 +27,10 @@ class BoundedKernelClient(AsyncKernelClient):
 
     MONITORED = ("iopub", "shell")  # the channels a kernel answers on; a dropped message there is named
 
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._monitors = {}  # channel -> (its monitor socket, the same socket read without an event loop)
+
     def _context_default(self):
         context = super()._context_default()
         # defaults for every socket of this client's own context, so they hold from the first connection on
@@ -39,16 +44,11 @@ class BoundedKernelClient(AsyncKernelClient):
             self._close_monitor(channel)
             monitor = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
             # read without an event loop: the asyncio socket's twin on the same ZeroMQ socket
-            self._monitors()[channel] = (monitor, zmq.Socket.shadow(monitor.underlying))
+            self._monitors[channel] = (monitor, zmq.Socket.shadow(monitor.underlying))
         return socket
 
-    def _monitors(self):
-        if "_channel_monitors" not in self.__dict__:
-            self.__dict__["_channel_monitors"] = {}
-        return self.__dict__["_channel_monitors"]
-
     def _close_monitor(self, channel):
-        monitor, _ = self._monitors().pop(channel, (None, None))
+        monitor, _ = self._monitors.pop(channel, (None, None))
         if monitor is not None:
             try:
                 monitor.close(linger=0)
@@ -56,7 +56,7 @@ class BoundedKernelClient(AsyncKernelClient):
                 pass
 
     def _disconnections(self, channel):
-        _, events = self._monitors().get(channel, (None, None))
+        _, events = self._monitors.get(channel, (None, None))
         count = 0
         try:
             while events is not None and events.poll(0):
@@ -87,6 +87,6 @@ class BoundedKernelClient(AsyncKernelClient):
         return refused
 
     def stop_channels(self):
-        for channel in list(self._monitors()):
+        for channel in list(self._monitors):
             self._close_monitor(channel)
         super().stop_channels()

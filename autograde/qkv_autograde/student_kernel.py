@@ -346,7 +346,8 @@ class StudentKernel:
         kernel_client = getattr(self.client, "kc", None)
         resets = kernel_client.reconnect_refused() if hasattr(kernel_client, "reconnect_refused") else 0
         if resets:
-            self.client.call_truncated = self.client.answer_chars is not None
+            if self.client.answer_chars is not None:  # during a call: its printed text says it was cut
+                self.client.call_truncated = True
             where = "a call from a test" if index == self.RPC_INDEX else f"cell {index}"
             self._note_event("output truncated", f"{where} sent a message over {MESSAGE_BYTES >> 20} MiB (a print "
                                                  f"that long, or an answer): the grader dropped it unread")
