@@ -28,8 +28,8 @@ from typing import NamedTuple
 import numpy as np
 from tokenizers import Tokenizer
 
-from qkv import gguf_weights, model_cache
-from qkv.fetch import GGUF_SHA256, ModelFetchError, is_verified, model_path
+from qkv import fetch, gguf_weights, model_cache
+from qkv.fetch import GGUF_SHA256, is_verified, model_path
 from qkv.heads import grouped_query_attention, grouped_query_weights, merge_heads, split_heads
 from qkv.masking import causal_mask
 from qkv.shapes import require, token_ids, whole_number
@@ -350,15 +350,11 @@ def load(path=None):
 
 
 def main() -> int:
-    # `python -m qkv.model`: the verified GGUF (fetched if missing), then its float32 cache, so the first
-    # load() in a notebook is fast
-    try:
-        path = model_path()
-    except (ModelFetchError, OSError) as error:  # OSError: e.g. a full disk or unwritable cache folder
-        print(f"qkv.model: {error}", file=sys.stderr)
+    # `python -m qkv.model`: the verified GGUF (fetched if missing, as `python -m qkv.fetch` does), then its float32
+    # cache, so the first load() in a notebook is fast
+    if fetch.main() != 0:
         return 1
-    print(f"{path.name} verified at {path}")
-    load(path)
+    load(model_path())
     print("float32 weights cached for qkv.model")
     return 0
 
