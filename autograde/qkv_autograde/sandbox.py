@@ -11,9 +11,8 @@ partial, loudly; so is a limit no cgroup could be made for.
 
 The kernel talks to the grader over IPC sockets (a kernel in its own network namespace cannot reach the grader's
 TCP ports, see ../shared notes) in a small tmpfs of its own, mounted inside the sandbox, which the student can
-write to but not past its cap; the grader reaches the sockets through /proc (open_socket_folder).
+write to but not past its cap; the grader reaches the sockets through /proc (socket_folder.py).
 """
-import asyncio
 import dataclasses
 import functools
 import os
@@ -29,6 +28,7 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from traitlets import Any, Unicode
 
 from .bounded_client import BoundedKernelClient
+from .socket_folder import SOCKET_FOLDER, close_quietly, open_socket_folder
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -78,7 +78,6 @@ def _matplotlib_font_cache():
     return found
 
 
-SOCKET_FOLDER = "/run/qkv-kernel"  # where a kernel sees its sockets and connection file: a small tmpfs of its own
 CGROUP_ROOT = "/sys/fs/cgroup"
 LIMITED = ("memory", "pids")  # the controllers a kernel's cgroup is made with, where they exist
 
@@ -244,36 +243,6 @@ def limit_events(cgroup):
         events.append(("memory limit", f"the kernel's processes together reached the memory limit "
                                        f"({cgroup.memory_bytes // MiB} MiB): {kills} of them killed"))
     return events
-
-
-async def open_socket_folder(below, is_running, seconds=60):
-    """An O_PATH descriptor of SOCKET_FOLDER as the sandboxed process below host pid `below` sees it (its own
-    mount namespace), or None if it stops first. The grader reaches the kernel's sockets through
-    /proc/self/fd/N/...: the folder is a tmpfs inside the sandbox, and the descriptor cannot come to mean another
-    process's folder the way a reused pid could."""
-    from .student_kernel import process_tree
-
-    own = os.readlink("/proc/self/ns/mnt")
-    deadline = time.monotonic() + seconds
-    while is_running() and time.monotonic() < deadline:
-        for pid in process_tree(below):
-            try:
-                with open(f"/proc/{pid}/comm") as f:
-                    started = f.read().strip() != "bwrap"  # bwrap itself is there before its command runs
-                if started and os.readlink(f"/proc/{pid}/ns/mnt") != own:
-                    return os.open(f"/proc/{pid}/root{SOCKET_FOLDER}", os.O_PATH | os.O_DIRECTORY)
-            except OSError:
-                continue
-        await asyncio.sleep(0.01)
-    return None
-
-
-def close_quietly(fd):
-    if fd is not None:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
 
 
 class Sandbox:

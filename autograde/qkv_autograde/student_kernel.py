@@ -5,7 +5,8 @@ per-cell cap, so one runaway cell does not eat the rest). A cell that times out 
 itself: the kernel is restarted and the cells that had run are run again, so later tests still see the
 student's functions. `RemoteFunction` is what a test receives in place of a student's function: calling it
 sends the arguments through qkv.wire and returns the decoded answer, or raises an exception that carries the
-student's own type name, message and line.
+student's own type name, message and line. The cells run through bounded_output.BoundedOutputClient, which caps
+what a cell prints and a call answers as each message arrives.
 """
 import builtins
 import json
@@ -15,12 +16,12 @@ import subprocess
 import time
 
 import nbformat
-from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from qkv import wire
 
 from .bounded_client import MESSAGE_BYTES
+from .bounded_output import BoundedOutputClient, code_cell, error_output, note_output
 from .verdicts import TEXT_LIMIT
 
 
@@ -58,73 +59,6 @@ def student_exception(description):
         error = StudentException(f"{name}: {message}")
     error.where_in_student_code = str(description.get("where", ""))[:wire.ERROR_CHARS["where"]]
     return error
-
-
-def output_size(content):
-    """Characters an output message adds (its text, data and traceback), counted without copying 40 MiB of it."""
-    size = 0
-    for key in ("text", "ename", "evalue"):
-        size += len(content[key]) if isinstance(content.get(key), str) else 0
-    data = content.get("data")
-    for value in (data.values() if isinstance(data, dict) else ()):
-        size += len(value) if isinstance(value, str) else len(json.dumps(value, default=str))
-    traceback = content.get("traceback")
-    size += sum(len(str(line)) for line in traceback) if isinstance(traceback, list) else 0
-    return size
-
-
-class BoundedOutputClient(NotebookClient):
-    """nbclient with a cap on what one cell may print, applied as each message arrives: a print loop must not fill
-    the grader's memory.
-
-    During a call from a test (`answer_chars` set) the kernel's answer, the wire's MIME type, has a budget of its own
-    (wire.REPLY_LIMITS); an answer past it is dropped on arrival and `answer_refused` says how big it was.
-    """
-
-    def __init__(self, nb, output_bytes, **kw):
-        super().__init__(nb, **kw)
-        self.output_bytes = output_bytes
-        self.truncated_cells = set()
-        self._sizes = {}
-        self.answer_chars = None     # set by StudentKernel.request for the length of one call
-        self.answer_refused = None   # characters of an answer (or of all answers) over answer_chars
-        self.call_truncated = False  # the call printed more than output_bytes
-
-    def output(self, outs, msg, display_id, cell_index):
-        content = msg.get("content", {})
-        data = content.get("data")
-        if self.answer_chars is not None and isinstance(data, dict) and wire.MIME in data:
-            return self._answer(outs, msg, display_id, cell_index, data)
-        before = self._sizes.get(cell_index, 0)
-        used = before + output_size(content)
-        self._sizes[cell_index] = used
-        if used > self.output_bytes and before < self.output_bytes and isinstance(content.get("text"), str):
-            # the start of a long print is kept, up to the cap
-            msg = {**msg, "content": {**content, "text": content["text"][:self.output_bytes - before]}}
-            super().output(outs, msg, display_id, cell_index)
-        if used > self.output_bytes:
-            if self.answer_chars is not None:
-                self.call_truncated = True
-            elif cell_index not in self.truncated_cells:
-                self.truncated_cells.add(cell_index)
-                outs.append(nbformat.v4.new_output(
-                    "stream", name="stdout",
-                    text=f"\n[output truncated by the grader: this cell printed more than "
-                         f"{self.output_bytes // 1024} KiB]\n"))
-            return None
-        return super().output(outs, msg, display_id, cell_index)
-
-    def _answer(self, outs, msg, display_id, cell_index, data):
-        used = self._sizes.get(("answer", cell_index), 0) + output_size(msg.get("content", {}))
-        self._sizes[("answer", cell_index)] = used
-        if used > self.answer_chars or not isinstance(data[wire.MIME], str):
-            self.answer_refused = used
-            return None
-        return super().output(outs, msg, display_id, cell_index)
-
-    def forget_output_size(self, cell_index):
-        self._sizes.pop(cell_index, None)
-        self._sizes.pop(("answer", cell_index), None)
 
 
 class StudentKernel:
@@ -178,8 +112,7 @@ class StudentKernel:
         else:
             raise self.FailedToStart("; ".join(failures))
         if self.preamble:
-            self._execute(_code_cell(self.preamble), self.RPC_INDEX, self.cell_seconds,
-                          store_history=False)
+            self._execute(code_cell(self.preamble), self.RPC_INDEX, self.cell_seconds, store_history=False)
 
     def close(self):
         if self.client is None:
@@ -211,8 +144,8 @@ class StudentKernel:
             self.start()
             replayed = []
             for source in pending:
-                status, _ = self._execute(_code_cell(source), self.RPC_INDEX, self.cell_seconds,
-                                          store_history=False)
+                status, _ = self._execute(code_cell(source), self.RPC_INDEX, self.cell_seconds,
+                                         store_history=False)
                 if status in ("timeout", "died"):
                     pending.remove(source)
                     break
@@ -235,20 +168,21 @@ class StudentKernel:
     def run_cell(self, cell, index):
         """Run one of the notebook's cells; returns 'ok', 'error', 'timeout', 'died' or 'budget'."""
         if self.remaining() <= 0:
-            cell.outputs = [_note(f"Not run: the notebook used its whole grading time budget "
-                                  f"({self.budget_seconds:.0f} s).")]
+            cell.outputs = [note_output(f"Not run: the notebook used its whole grading time budget "
+                                        f"({self.budget_seconds:.0f} s).")]
             return "budget"
         status, limit = self._execute(cell, index, self.cell_seconds)
         if status in ("ok", "error"):  # a cell that raised still defined what came before the error
             self.ran.append(cell.source)
         elif status == "timeout":
-            cell.outputs.append(_error("TimeoutError", f"this cell did not finish within {limit:.0f} s; the grader "
-                                       f"stopped it, restarted the kernel and re-ran your earlier cells"))
+            cell.outputs.append(error_output("TimeoutError", f"this cell did not finish within {limit:.0f} s; the "
+                                             f"grader stopped it, restarted the kernel and re-ran your earlier cells"))
             self.events.append(("timeout", f"cell {index} stopped after {limit:.0f} s"))
             self.restart(f"after the timeout in cell {index}")
         elif status == "died":
-            cell.outputs.append(_error("KernelDied", "the kernel died while running this cell (the memory limit, "
-                                       "os._exit or a crash); the grader restarted it and re-ran your earlier cells"))
+            cell.outputs.append(error_output("KernelDied", "the kernel died while running this cell (the memory "
+                                             "limit, os._exit or a crash); the grader restarted it and re-ran your "
+                                             "earlier cells"))
             self.events.append(("kernel died", f"in cell {index}"))
             self.restart(f"after it died in cell {index}")
         return status
@@ -261,7 +195,7 @@ class StudentKernel:
         self.client.forget_output_size(index)
         slots = self.client.nb["cells"]  # nbclient writes each cell back into its own notebook by index
         while len(slots) <= max(index, 0):
-            slots.append(_code_cell(""))
+            slots.append(code_cell(""))
         try:
             self.client.execute_cell(cell, index, store_history=store_history)
         except CellTimeoutError:
@@ -281,7 +215,7 @@ class StudentKernel:
 
     def request(self, payload):
         """Send one qkv.wire request; the decoded answer dict, or raise TimeoutError / KernelDied."""
-        scratch = _code_cell(
+        scratch = code_cell(
             f"__import__('qkv.wire', fromlist=['serve']).serve({json.dumps(payload)!r}, globals())")
         what = (f"a call to {str(payload.get('target'))[:wire.NAME_CHARS]}" if payload.get("op") == "call"
                 else f"reading {str(payload.get('name'))[:wire.NAME_CHARS]}")
@@ -454,18 +388,3 @@ class RemoteFunction:
 def _capped(text, limit):
     """`text` cut to `limit` characters, and whether it was cut."""
     return (text, False) if len(text) <= limit else (text[:limit], True)
-
-
-def _code_cell(source):
-    """A code cell of the grader's own (a call, a replay): nbformat's new_code_cell checks each one against the
-    notebook schema, which was a tenth of a grading worker's CPU time with dozens of calls a submission."""
-    return nbformat.from_dict({"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
-                               "source": source})
-
-
-def _note(text):
-    return nbformat.v4.new_output("stream", name="stdout", text=text + "\n")
-
-
-def _error(name, message):
-    return nbformat.v4.new_output("error", ename=name, evalue=message, traceback=[f"\x1b[0;31m{name}\x1b[0m: {message}"])
