@@ -44,10 +44,8 @@ def _softmax_cases(rng):
 
 
 def softmax(student_softmax):
-    check = dict(name="softmax", diagnoses=visible.SOFTMAX_MISTAKES, extra_checks=[visible.sums_to_one],
-                 nonfinite_hint=visible.SOFTMAX_OVERFLOW, confirm_with=visible.SOFTMAX_CONFIRMATIONS)
     for args, kwargs in SOFTMAX_FIXED + _softmax_cases(fresh_rng()):
-        check_against(student_softmax, ref.softmax, args, kwargs, **check)
+        check_against(student_softmax, ref.softmax, args, kwargs, declared=visible.SOFTMAX)
 
 
 # ---------------------------------------------------------------- hard_lookup
@@ -74,12 +72,11 @@ def _random_table(rng):
 
 
 def hard_lookup(student_hard_lookup):
-    check = dict(name="hard_lookup", diagnoses=visible.HARD_LOOKUP_MISTAKES)
     for index in HARD_FOUND:
         # a query moved a little matches no key, so a diagnosis is confirmed on the table's other queries
         others = [((HARD_KEYS[i].copy(), HARD_KEYS, HARD_VALUES), {}) for i in HARD_FOUND if i != index]
         check_against(student_hard_lookup, lookup.hard_lookup, (HARD_KEYS[index].copy(), HARD_KEYS, HARD_VALUES),
-                      confirm_with=others, **check)
+                      declared=visible.HARD_LOOKUP, confirm_with=others)
     for query in HARD_MISSES:
         visible.expect_lookup_error(student_hard_lookup, query, HARD_KEYS, HARD_VALUES)
     rng = fresh_rng()
@@ -87,7 +84,7 @@ def hard_lookup(student_hard_lookup):
     other = int(rng.choice([i for i in range(len(keys)) if i != doubled]))
     for index, other_index in ((doubled, other), (other, doubled)):
         check_against(student_hard_lookup, lookup.hard_lookup, (keys[index].copy(), keys, values),
-                      confirm_with=[((keys[other_index].copy(), keys, values), {})], **check)
+                      declared=visible.HARD_LOOKUP, confirm_with=[((keys[other_index].copy(), keys, values), {})])
     near_miss = keys[other].copy()
     near_miss[rng.integers(len(near_miss))] += 1e-6
     visible.expect_lookup_error(student_hard_lookup, near_miss, keys, values)
@@ -116,26 +113,24 @@ def _soft_cases(rng):
 
 
 def soft_lookup(student_soft_lookup):
-    check = dict(name="soft_lookup", diagnoses=visible.SOFT_LOOKUP_MISTAKES, outputs=("weights", "output"),
-                 nonfinite_hint=visible.SOFTMAX_OVERFLOW)
     for args, kwargs in _soft_cases(fresh_rng()):
-        check_against(student_soft_lookup, lookup.soft_lookup, args, kwargs, **check)
+        check_against(student_soft_lookup, lookup.soft_lookup, args, kwargs, declared=visible.SOFT_LOOKUP)
 
 
 # ---------------------------------------------------------------- soft_lookup_by_temperature
 
 def temperature_sweep(student_sweep):
     rng = fresh_rng()
-    check = dict(name="soft_lookup_by_temperature", nonfinite_hint=visible.SWEEP_NONFINITE,
-                 diagnoses=visible.SWEEP_MISTAKES)
     # not sorted, so an answer in another order cannot pass; 1e-3 is the near tie's unsaturated temperature
     fixed = [3.0, 1e-3, 0.5, 1e-4, 20.0]
     check_against(student_sweep, lookup.soft_lookup_by_temperature,
-                  (NEAR_TIE_QUERY, NEAR_TIE_KEYS, NEAR_TIE_VALUES, np.array(fixed)), **check)
+                  (NEAR_TIE_QUERY, NEAR_TIE_KEYS, NEAR_TIE_VALUES, np.array(fixed)),
+                  declared=visible.SOFT_LOOKUP_BY_TEMPERATURE)
     n, d_k, d_v, n_t = distinct_sizes(rng, 4)
     q, K, V = rng.normal(size=d_k) * 3, rng.normal(size=(n, d_k)), rng.normal(size=(n, d_v))
     temperatures = rng.permutation(np.exp(rng.uniform(np.log(0.005), np.log(10), size=n_t)))
-    check_against(student_sweep, lookup.soft_lookup_by_temperature, (q, K, V, temperatures.tolist()), **check)
+    check_against(student_sweep, lookup.soft_lookup_by_temperature, (q, K, V, temperatures.tolist()),
+                  declared=visible.SOFT_LOOKUP_BY_TEMPERATURE)
 
 
 ANSWERS = {

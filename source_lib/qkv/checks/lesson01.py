@@ -2,7 +2,7 @@
 import numpy as np
 
 from qkv import lookup, attention as ref_attention
-from qkv.checking import Hint, call, check_against, describe, seal
+from qkv.checking import Check, Hint, call, check_against, describe, seal
 
 SOFTMAX_OVERFLOW = ("exp overflowed. Subtract the maximum along `axis` (keepdims=True) before "
                     "exponentiating; it cancels out in the ratio.")
@@ -54,19 +54,22 @@ def sums_to_one(got, args, kwargs):
     return None
 
 
+SOFTMAX = Check(name="softmax", diagnoses=SOFTMAX_MISTAKES, extra_checks=(sums_to_one,),
+                nonfinite_hint=SOFTMAX_OVERFLOW, confirm_with=SOFTMAX_CONFIRMATIONS)
+
+
 def softmax(student_softmax):
     small = np.array([[1.0, 2.0, 3.0], [0.5, 0.5, 0.5]])
-    check = dict(name="softmax", diagnoses=SOFTMAX_MISTAKES, extra_checks=[sums_to_one],
-                 nonfinite_hint=SOFTMAX_OVERFLOW, confirm_with=SOFTMAX_CONFIRMATIONS)
-    check_against(student_softmax, ref_attention.softmax, (np.array([2.0, 1.0, 0.1]),), **check)
-    check_against(student_softmax, ref_attention.softmax, (small,), **check)
-    check_against(student_softmax, ref_attention.softmax, (small,), {"axis": 0}, **check)
-    check_against(student_softmax, ref_attention.softmax, (np.array([1000.0, 1001.0, 1002.0]),), **check)
+    check_against(student_softmax, ref_attention.softmax, (np.array([2.0, 1.0, 0.1]),), declared=SOFTMAX)
+    check_against(student_softmax, ref_attention.softmax, (small,), declared=SOFTMAX)
+    check_against(student_softmax, ref_attention.softmax, (small,), {"axis": 0}, declared=SOFTMAX)
+    check_against(student_softmax, ref_attention.softmax, (np.array([1000.0, 1001.0, 1002.0]),), declared=SOFTMAX)
     # rows of very different size: each must be shifted by its own maximum
-    check_against(student_softmax, ref_attention.softmax, (np.array([[0.0, 0.0], [1000.0, 1000.0]]),), **check)
+    check_against(student_softmax, ref_attention.softmax, (np.array([[0.0, 0.0], [1000.0, 1000.0]]),), declared=SOFTMAX)
     check_against(student_softmax, ref_attention.softmax,
-                  (np.array([[0.0, 1000.0], [1.0, 1000.0]]),), {"axis": 0}, **check)
-    check_against(student_softmax, ref_attention.softmax, ([[1.0, 2.0], [3.0, 5.0]],), **check)  # lists are accepted
+                  (np.array([[0.0, 1000.0], [1.0, 1000.0]]),), {"axis": 0}, declared=SOFTMAX)
+    # lists are accepted
+    check_against(student_softmax, ref_attention.softmax, ([[1.0, 2.0], [3.0, 5.0]],), declared=SOFTMAX)
     print("softmax: all visible checks passed.")
 
 
@@ -101,12 +104,13 @@ HARD_LOOKUP_MISTAKES = [
      "it accepts a key that equals the query in only some components; every component must match."),
 ]
 
+HARD_LOOKUP = Check(name="hard_lookup", diagnoses=HARD_LOOKUP_MISTAKES)
+
 
 def hard_lookup(student_hard_lookup):
     K, V = HARD_LOOKUP_KEYS, HARD_LOOKUP_VALUES
     for query in ([0.0, 1.0], [1.0, 1.0]):
-        check_against(student_hard_lookup, lookup.hard_lookup, (np.array(query), K, V),
-                      name="hard_lookup", diagnoses=HARD_LOOKUP_MISTAKES)
+        check_against(student_hard_lookup, lookup.hard_lookup, (np.array(query), K, V), declared=HARD_LOOKUP)
     expect_lookup_error(student_hard_lookup, np.array([0.5, 0.5]), K, V)
     print("hard_lookup: all visible checks passed.")
 
@@ -146,17 +150,20 @@ SWEEP_NONFINITE = ("at a small temperature the scores / temperature are huge, an
                    "subtracted overflows. If your soft_lookup passes its own check, look at the loop; otherwise "
                    "fix soft_lookup (exercise 3) first: the sweep calls it.")
 
+SOFT_LOOKUP = Check(name="soft_lookup", diagnoses=SOFT_LOOKUP_MISTAKES, outputs=("weights", "output"),
+                    nonfinite_hint=SOFTMAX_OVERFLOW)
+SOFT_LOOKUP_BY_TEMPERATURE = Check(name="soft_lookup_by_temperature", diagnoses=SWEEP_MISTAKES,
+                                   nonfinite_hint=SWEEP_NONFINITE)
+
 
 def soft_lookup(student_soft_lookup):
     q = np.array([1.0, 0.0, 1.0, 0.0])
     K = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
     V = np.array([[10.0, 0.0], [0.0, 5.0], [2.0, 2.0]])
-    check = dict(name="soft_lookup", diagnoses=SOFT_LOOKUP_MISTAKES, outputs=("weights", "output"),
-                 nonfinite_hint=SOFTMAX_OVERFLOW)
-    check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V), **check)
-    check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V), {"temperature": 0.25}, **check)
-    check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V), {"temperature": 0.001}, **check)
-    check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V), {"temperature": 4.0}, **check)
+    check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V), declared=SOFT_LOOKUP)
+    check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V), {"temperature": 0.25}, declared=SOFT_LOOKUP)
+    check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V), {"temperature": 0.001}, declared=SOFT_LOOKUP)
+    check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V), {"temperature": 4.0}, declared=SOFT_LOOKUP)
     print("soft_lookup: all visible checks passed.")
 
 
@@ -166,8 +173,7 @@ def temperature_sweep(student_sweep):
     V = np.array([[10.0, 0.0], [0.0, 5.0], [2.0, 2.0]])
     temperatures = np.array([10.0, 1.0, 0.1, 0.01])
     got = check_against(student_sweep, lookup.soft_lookup_by_temperature, (q, K, V, temperatures),
-                        name="soft_lookup_by_temperature", nonfinite_hint=SWEEP_NONFINITE,
-                        diagnoses=SWEEP_MISTAKES)
+                        declared=SOFT_LOOKUP_BY_TEMPERATURE)
     print(f"soft_lookup_by_temperature: passed; at T=0.01 the output is {np.round(got[-1], 3)}, "
           f"the hard lookup gives {lookup.hard_lookup(q, K, V)}.")
 
