@@ -45,7 +45,6 @@ MASKED_SOFTMAX_FIXED = [
 
 def masked_softmax(student_masked_softmax):
     rng = fresh_rng()
-    check = visible.MASKED_SOFTMAX_CHECK
     T = int(rng.integers(3, 8))
     causal = masking.causal_mask(T)
     cases = [(rng.normal(size=(T, T)) * 2, causal)]
@@ -68,7 +67,8 @@ def masked_softmax(student_masked_softmax):
     # nothing hidden: the plain softmax
     cases.append((rng.normal(size=(3, 5)), np.ones((3, 5), dtype=bool)))
     for scores, mask in MASKED_SOFTMAX_FIXED + cases:
-        check_against(student_masked_softmax, visible.MASKED_SOFTMAX_REFERENCE, (scores, mask), **check)
+        check_against(student_masked_softmax, visible.MASKED_SOFTMAX_REFERENCE, (scores, mask),
+                      declared=visible.MASKED_SOFTMAX)
 
 
 def _random_projections(rng, d_model, d_k, d_v):
@@ -77,27 +77,29 @@ def _random_projections(rng, d_model, d_k, d_v):
 
 
 def causal_self_attention(student_attention):
+    def check(args):
+        check_against(student_attention, visible.CAUSAL_ATTENTION_REFERENCE, args,
+                      declared=visible.CAUSAL_SELF_ATTENTION)
+
     rng = fresh_rng()
-    check = visible.CAUSAL_ATTENTION_CHECK
     # fixed first: the lesson's sentence, and its first query facing a hidden score 1500 above its own
     X, W_Q, W_K, W_V = visible.sentence_inputs(seed=14)
-    check_against(student_attention, visible.CAUSAL_ATTENTION_REFERENCE, (X, W_Q, W_K, W_V), **check)
+    check((X, W_Q, W_K, W_V))
     loud = visible.loud_future_input(np.random.default_rng(14), len(X), W_Q, W_K)
-    check_against(student_attention, visible.CAUSAL_ATTENTION_REFERENCE, (loud, W_Q, W_K, W_V), **check)
+    check((loud, W_Q, W_K, W_V))
     T, d_model, d_k, d_v = distinct_sizes(rng, 4, 2, 10)
     for T, d_model, d_k, d_v in [(T, d_model, d_k, d_v), (1, 5, 3, 2), (int(rng.integers(10, 17)), 7, 9, 4)]:
         W = _random_projections(rng, d_model, d_k, d_v)
-        check_against(student_attention, visible.CAUSAL_ATTENTION_REFERENCE, (rng.normal(size=(T, d_model)), *W), **check)
+        check((rng.normal(size=(T, d_model)), *W))
     W = _random_projections(rng, 6, 4, 4)
     T = int(rng.integers(3, 8))
     batch = rng.normal(size=(T + 1, T, 6))  # batch size != T: a mask built from the wrong axis cannot fit
-    check_against(student_attention, visible.CAUSAL_ATTENTION_REFERENCE, (batch, *W), **check)
+    check((batch, *W))
     square = rng.normal(size=(T, T, 6))     # batch size == T: a mask built from the wrong axis fits but is wrong
-    check_against(student_attention, visible.CAUSAL_ATTENTION_REFERENCE, (square, *W), **check)
+    check((square, *W))
     W32 = tuple(w.astype(np.float32) for w in W)
-    check_against(student_attention, visible.CAUSAL_ATTENTION_REFERENCE, (batch[:2].astype(np.float32), *W32), **check)
-    check_against(student_attention, visible.CAUSAL_ATTENTION_REFERENCE, (visible.loud_future_input(rng, T, W[0], W[1]), *W),
-                  **check)
+    check((batch[:2].astype(np.float32), *W32))
+    check((visible.loud_future_input(rng, T, W[0], W[1]), *W))
 
 
 def _lengths(rng, B, T):

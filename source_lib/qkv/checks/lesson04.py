@@ -12,7 +12,7 @@ import functools
 import numpy as np
 
 from qkv import attention as ref_attention, masking, probes
-from qkv.checking import Hint, Probes, call, call_text, certain_diagnosis, check_against, expect_array, seal
+from qkv.checking import Check, Hint, Probes, call, call_text, certain_diagnosis, check_against, expect_array, seal
 
 WORDS = ["Hà", "Nội", "là", "thủ", "đô"]
 
@@ -135,24 +135,24 @@ def _masked_softmax_properties(got, args, kwargs):
 
 
 MASKED_SOFTMAX_REFERENCE = quietly(ref_attention.masked_softmax)
-MASKED_SOFTMAX_CHECK = dict(name="masked_softmax", diagnoses=MASKED_SOFTMAX_MISTAKES,
-                            extra_checks=[_masked_softmax_properties], nonfinite_hint=MASKED_SOFTMAX_NONFINITE,
-                            allowed=(ref_attention.softmax,))
+MASKED_SOFTMAX = Check(name="masked_softmax", diagnoses=MASKED_SOFTMAX_MISTAKES,
+                       extra_checks=[_masked_softmax_properties], nonfinite_hint=MASKED_SOFTMAX_NONFINITE,
+                       allowed=(ref_attention.softmax,))
 
 
 def masked_softmax(student_masked_softmax):
     scores = np.array([[2.0, 1.0, 0.5], [0.3, 1.2, -0.4], [1.0, 0.0, 2.0]])
     causal = masking.causal_mask(3)
-    check_against(student_masked_softmax, MASKED_SOFTMAX_REFERENCE, (scores, causal), **MASKED_SOFTMAX_CHECK)
+    check_against(student_masked_softmax, MASKED_SOFTMAX_REFERENCE, (scores, causal), declared=MASKED_SOFTMAX)
     # the hidden keys have by far the largest scores: they still must not matter
     loud_future = np.array([[0.0, 900.0, 1000.0], [1.0, 2.0, 800.0], [0.5, 0.5, 0.5]])
-    check_against(student_masked_softmax, MASKED_SOFTMAX_REFERENCE, (loud_future, causal), **MASKED_SOFTMAX_CHECK)
+    check_against(student_masked_softmax, MASKED_SOFTMAX_REFERENCE, (loud_future, causal), declared=MASKED_SOFTMAX)
     # a padded row: nothing visible, so all zeros
     padded = np.array([[True, True, False], [False, False, False]])
-    check_against(student_masked_softmax, MASKED_SOFTMAX_REFERENCE, (scores[:2], padded), **MASKED_SOFTMAX_CHECK)
+    check_against(student_masked_softmax, MASKED_SOFTMAX_REFERENCE, (scores[:2], padded), declared=MASKED_SOFTMAX)
     # one [3, 3] mask for a batch of two score matrices
     batch = np.stack([scores, scores[::-1]]).astype(np.float32)
-    check_against(student_masked_softmax, MASKED_SOFTMAX_REFERENCE, (batch, causal), **MASKED_SOFTMAX_CHECK)
+    check_against(student_masked_softmax, MASKED_SOFTMAX_REFERENCE, (batch, causal), declared=MASKED_SOFTMAX)
     print("masked_softmax: all visible checks passed.")
 
 
@@ -196,7 +196,7 @@ CAUSAL_ATTENTION_NONFINITE = (
     "scores before the softmax.")
 
 CAUSAL_ATTENTION_REFERENCE = quietly(masking.causal_self_attention)
-CAUSAL_ATTENTION_CHECK = dict(name="causal_self_attention", diagnoses=CAUSAL_ATTENTION_MISTAKES,
+CAUSAL_SELF_ATTENTION = Check(name="causal_self_attention", diagnoses=CAUSAL_ATTENTION_MISTAKES,
                               nonfinite_hint=CAUSAL_ATTENTION_NONFINITE, allowed=(ref_attention.softmax,))
 
 
@@ -223,13 +223,13 @@ def loud_future_input(rng, T, W_Q, W_K, gap=1500.0):
 
 def causal_self_attention(student_attention):
     X, W_Q, W_K, W_V = sentence_inputs()
-    check_against(student_attention, CAUSAL_ATTENTION_REFERENCE, (X, W_Q, W_K, W_V), **CAUSAL_ATTENTION_CHECK)
-    check_against(student_attention, CAUSAL_ATTENTION_REFERENCE, (X[:1], W_Q, W_K, W_V), **CAUSAL_ATTENTION_CHECK)
+    check_against(student_attention, CAUSAL_ATTENTION_REFERENCE, (X, W_Q, W_K, W_V), declared=CAUSAL_SELF_ATTENTION)
+    check_against(student_attention, CAUSAL_ATTENTION_REFERENCE, (X[:1], W_Q, W_K, W_V), declared=CAUSAL_SELF_ATTENTION)
     batch = np.stack([X, X[::-1]]).astype(np.float32)
-    check_against(student_attention, CAUSAL_ATTENTION_REFERENCE, (batch, W_Q, W_K, W_V), **CAUSAL_ATTENTION_CHECK)
+    check_against(student_attention, CAUSAL_ATTENTION_REFERENCE, (batch, W_Q, W_K, W_V), declared=CAUSAL_SELF_ATTENTION)
     # the last word's key matches the first query far better than anything it may see: it must still not count
     loud = loud_future_input(np.random.default_rng(0), 5, W_Q, W_K)
-    check_against(student_attention, CAUSAL_ATTENTION_REFERENCE, (loud, W_Q, W_K, W_V), **CAUSAL_ATTENTION_CHECK)
+    check_against(student_attention, CAUSAL_ATTENTION_REFERENCE, (loud, W_Q, W_K, W_V), declared=CAUSAL_SELF_ATTENTION)
     print("causal_self_attention: all visible checks passed.")
 
 
