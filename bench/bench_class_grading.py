@@ -88,12 +88,12 @@ def parallel(lesson, n, jobs):
 def fill_cache(lesson):
     if NO_CACHE:
         return
-    from qkv import model_cache
-    if lesson not in model_cache.CACHED_LESSONS:
+    from qkv import fill_model_cache
+    if lesson not in fill_model_cache.CACHED_LESSONS:
         return
     started = time.perf_counter()
     # at one BLAS thread, the count make grade's workers give their kernels on this machine (qkv.threads)
-    ran = model_cache.fill((lesson,), blas_threads=1)
+    ran = fill_model_cache.fill((lesson,), blas_threads=1)
     print(f"{lesson}: model results cache {'filled' if ran else 'already filled'} in {time.perf_counter() - started:.1f} s")
 
 

@@ -21,7 +21,7 @@ import time
 import nbformat
 from nbclient import NotebookClient
 
-from qkv import model_cache, threads
+from qkv import fill_model_cache, model_cache, threads
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
@@ -65,12 +65,12 @@ def main(lessons):
           f"BLAS threads {os.environ['OPENBLAS_NUM_THREADS']} in every kernel")
     for lesson in lessons:
         path = next((SOLUTIONS / lesson).glob("*.ipynb"))
-        if lesson not in model_cache.CACHED_LESSONS:
+        if lesson not in fill_model_cache.CACHED_LESSONS:
             timed(lesson, path, "off")
             continue
         timed(lesson, path, "off")
         started = time.perf_counter()
-        filled = model_cache.fill((lesson,))
+        filled = fill_model_cache.fill((lesson,))
         print(f"{lesson:<14} {'cache fill':<14} {time.perf_counter() - started:6.1f} s   "
               f"{'one run that stores its results' if filled else 'already filled for this notebook and thread count'}",
               flush=True)

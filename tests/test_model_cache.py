@@ -17,7 +17,7 @@ import pytest
 import threadpoolctl
 
 from qkv import model as M
-from qkv import model_cache
+from qkv import fill_model_cache, model_cache
 from qkv.heads import grouped_query_attention
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -285,7 +285,7 @@ def run_lesson(notebook, cache_folder, mode):
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "autograde"), os.environ.get("PYTHONPATH")]))}
     client = NotebookClient(notebook, timeout=900, kernel_name="python3",
                             resources={"metadata": {"path": str(LESSON_06.parent)}})
-    with model_cache._environment(dict(os.environ, **env)):
+    with fill_model_cache.environment(dict(os.environ, **env)):
         started = time.perf_counter()
         client.execute()
     return notebook, time.perf_counter() - started

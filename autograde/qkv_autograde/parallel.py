@@ -102,11 +102,11 @@ def fill_model_results(lesson, blas_threads):
     model results every submission recomputes on the same inputs are in qkv.model_cache, at the thread count
     the kernels use (the rounding depends on it). Kernels read them from the read-only cache; in the worker,
     what the hidden tests compute with qkv's own model and attention is stored as it goes."""
-    from qkv import model_cache
+    from qkv import fill_model_cache, model_cache
     # the worker's own reference forwards (a hidden test's prompts) are stored too; its kernels cannot write
     os.environ.setdefault(model_cache.MODE_VARIABLE, "fill")
     try:
-        model_cache.fill((lesson,), blas_threads=blas_threads)
+        fill_model_cache.fill((lesson,), blas_threads=blas_threads)
     except Exception as error:  # no cache only means every kernel computes, as before
         logging.getLogger("qkv_autograde").warning("qkv grader: could not fill the model results cache (%s)", error)
 

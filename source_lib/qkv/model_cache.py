@@ -21,7 +21,7 @@ read back must be byte for byte the one this process would compute.
 Entries live in `<QKV_CACHE>/results/` (qkv.fetch.cache_dir), one file per key: a JSON header line (key, each
 array's name, dtype and shape, sha256 of the payload), then the raw arrays. An entry that fails any check (header,
 shapes, size, hash) is a miss, never a wrong answer. Entries are written only while filling:
-`python -m qkv.model_cache fill` runs the solution notebooks of CACHED_LESSONS once, so that every later run, and
+`python -m qkv.fill_model_cache` runs the solution notebooks of CACHED_LESSONS once, so that every later run, and
 every student's kernel, reads their fixed results (`make model` does it; the grader does it once per class, before
 its kernels, which see the cache read-only). Everyday calls only read, so a notebook that times forward passes
 on its own inputs (lesson 07 measures what a KV cache saves) still times the computation, and a student's
@@ -243,95 +243,9 @@ def _evict(folder, budget):
         oldest.unlink(missing_ok=True)
 
 
-# --------------------------------------------------------------------------- filling it once
+# --------------------------------------------------------------------------- filled once, by qkv.fill_model_cache
 
-# Lessons whose notebooks run the model on fixed inputs and time none of those runs. Not lesson 07: it times
-# forward passes to show what a KV cache saves, and a result read back would make that measurement a lie.
-CACHED_LESSONS = ("05-heads", "06-sinks")
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def fill(lessons=CACHED_LESSONS, blas_threads=None, root=ROOT, timeout=900):
-    """Run each lesson's solution notebook once, so its fixed model results land in the cache; returns the
-    lessons run. A lesson already filled with this very notebook, code, weights and thread count is skipped
-    (a stamp in the results folder). blas_threads: the kernel's (default: what qkv.threads chooses now)."""
-    from qkv import model, threads  # noqa: F401  qkv.model's import hashes the code the stamp names
-    folder = results_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    blas_threads = int(blas_threads or os.environ.get("OPENBLAS_NUM_THREADS") or threads.usable_cpus())
-    ran = []
-    for lesson in lessons:
-        notebook = root / "solutions" / lesson / f"{lesson}.ipynb"
-        if lesson not in CACHED_LESSONS or not notebook.is_file():
-            continue
-        stamp = folder / f"filled-{lesson}.json"
-        identity = {"notebook": hashlib.sha256(notebook.read_bytes()).hexdigest(), "code": _code_digest,
-                    "threads": blas_threads, "numpy": np.__version__, "blas": [list(blas[:3]) for blas in _blas()]}
-        with _locked(folder / f".fill-{lesson}.lock"):
-            with contextlib.suppress(OSError, ValueError):
-                if json.loads(stamp.read_text()) == identity:
-                    continue
-            run_notebook(notebook, root, {"OPENBLAS_NUM_THREADS": str(blas_threads), MODE_VARIABLE: "fill"}, timeout)
-            stamp.write_text(json.dumps(identity))
-            ran.append(lesson)
-    return ran
-
-
-@contextlib.contextmanager
-def _locked(path):
-    # two grading workers warming up at once: the second waits, then finds the stamp
-    import fcntl
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def run_notebook(path, root=ROOT, env=None, timeout=900):
-    """Execute a notebook as nbgrader does (its folder, autograde/ importable); returns it with its outputs."""
-    import nbformat
-    from nbclient import NotebookClient
-    from jupyter_client.manager import KernelManager
-
-    notebook = nbformat.read(str(path), as_version=4)
-    kernel_env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        filter(None, [str(Path(root) / "autograde"), os.environ.get("PYTHONPATH")])), MPLBACKEND="Agg", **(env or {}))
-    manager = KernelManager(kernel_name="python3")
-    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", km=manager,
-                            resources={"metadata": {"path": str(Path(path).parent)}})
-    with _environment(kernel_env):  # the kernel inherits this process's environment
-        client.execute()
-    return notebook
-
-
-@contextlib.contextmanager
-def _environment(values):
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] != ["fill"]:
-        print("usage: python -m qkv.model_cache fill [LESSON ...]", file=sys.stderr)
-        return 2
-    try:
-        ran = fill(tuple(argv[1:]) or CACHED_LESSONS)
-    except Exception as error:  # the lessons still run, computing what the cache would have held
-        print(f"qkv.model_cache: could not fill {results_dir()} ({type(error).__name__}: {error}); the model "
-              f"lessons will compute their results on every run", file=sys.stderr)
-        return 0
-    print(f"model results cached in {results_dir()}: ran {', '.join(ran) or 'nothing (already filled)'}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def computation_identity():
+    """What every result's numbers depend on besides the call: the watched code, numpy and its BLAS (no thread
+    count: a caller adds the one it runs at)."""
+    return {"code": _code_digest, "numpy": np.__version__, "blas": [list(blas[:3]) for blas in _blas()]}

@@ -1,0 +1,108 @@
+"""Fill qkv.model_cache once: run the solution notebooks whose model results are the same for everyone.
+
+`python -m qkv.fill_model_cache [LESSON ...]` (`make model` runs it; the grader calls `fill` once per class, before
+its kernels). Kept apart from qkv.model_cache because it imports qkv.model, which reads the cache: the imports run
+one way, this module -> qkv.model -> qkv.model_cache.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+from qkv import model, model_cache, threads  # noqa: F401  qkv.model's import hashes the code a stamp names
+
+# Lessons whose notebooks run the model on fixed inputs and time none of those runs. Not lesson 07: it times
+# forward passes to show what a KV cache saves, and a result read back would make that measurement a lie.
+CACHED_LESSONS = ("05-heads", "06-sinks")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def fill(lessons=CACHED_LESSONS, blas_threads=None, root=ROOT, timeout=900):
+    """Run each lesson's solution notebook once, so its fixed model results land in the cache; returns the
+    lessons run. A lesson already filled with this very notebook, code, weights and thread count is skipped
+    (a stamp in the results folder). blas_threads: the kernel's (default: what qkv.threads chooses now)."""
+    folder = model_cache.results_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    blas_threads = int(blas_threads or os.environ.get("OPENBLAS_NUM_THREADS") or threads.usable_cpus())
+    ran = []
+    for lesson in lessons:
+        notebook = root / "solutions" / lesson / f"{lesson}.ipynb"
+        if lesson not in CACHED_LESSONS or not notebook.is_file():
+            continue
+        stamp = folder / f"filled-{lesson}.json"
+        identity = {"notebook": hashlib.sha256(notebook.read_bytes()).hexdigest(), "threads": blas_threads,
+                    **model_cache.computation_identity()}
+        with _locked(folder / f".fill-{lesson}.lock"):
+            with contextlib.suppress(OSError, ValueError):
+                if json.loads(stamp.read_text()) == identity:
+                    continue
+            run_notebook(notebook, root, {"OPENBLAS_NUM_THREADS": str(blas_threads),
+                                          model_cache.MODE_VARIABLE: "fill"}, timeout)
+            stamp.write_text(json.dumps(identity))
+            ran.append(lesson)
+    return ran
+
+
+@contextlib.contextmanager
+def _locked(path):
+    # two grading workers warming up at once: the second waits, then finds the stamp
+    import fcntl
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def run_notebook(path, root=ROOT, env=None, timeout=900):
+    """Execute a notebook as nbgrader does (its folder, autograde/ importable); returns it with its outputs."""
+    import nbformat
+    from nbclient import NotebookClient
+    from jupyter_client.manager import KernelManager
+
+    notebook = nbformat.read(str(path), as_version=4)
+    kernel_env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [str(Path(root) / "autograde"), os.environ.get("PYTHONPATH")])), MPLBACKEND="Agg", **(env or {}))
+    manager = KernelManager(kernel_name="python3")
+    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", km=manager,
+                            resources={"metadata": {"path": str(Path(path).parent)}})
+    with environment(kernel_env):  # the kernel inherits this process's environment
+        client.execute()
+    return notebook
+
+
+@contextlib.contextmanager
+def environment(values):
+    """This process's environment is exactly `values` inside the block, and what it was after."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["-h"], ["--help"]):
+        print("usage: python -m qkv.fill_model_cache [LESSON ...]", file=sys.stderr)
+        return 2
+    try:
+        ran = fill(tuple(argv) or CACHED_LESSONS)
+    except Exception as error:  # the lessons still run, computing what the cache would have held
+        print(f"qkv.fill_model_cache: could not fill {model_cache.results_dir()} ({type(error).__name__}: {error}); "
+              f"the model lessons will compute their results on every run", file=sys.stderr)
+        return 0
+    print(f"model results cached in {model_cache.results_dir()}: ran {', '.join(ran) or 'nothing (already filled)'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
