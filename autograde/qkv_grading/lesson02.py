@@ -78,27 +78,22 @@ FIXED_QK = [(np.arange(16.0).reshape(4, 4) % 5 - 2, np.arange(16.0).reshape(4, 4
 
 def dot_scores(student_dot_scores):
     for args in FIXED_QK + _query_key_cases(fresh_rng()):
-        check_against(student_dot_scores, ref.dot_scores, args, name="dot_scores",
-                      diagnoses=visible.DOT_SCORES_MISTAKES, allowed=visible.TOOLS)
+        check_against(student_dot_scores, ref.dot_scores, args, declared=visible.DOT_SCORES)
 
 
 def scaled_scores(student_scaled_scores):
     for args in FIXED_QK + _query_key_cases(fresh_rng()):
-        check_against(student_scaled_scores, ref.scaled_scores, args, name="scaled_scores",
-                      diagnoses=visible.SCALED_SCORES_MISTAKES, allowed=visible.TOOLS)
+        check_against(student_scaled_scores, ref.scaled_scores, args, declared=visible.SCALED_SCORES)
 
 
 def attention_weights(student_attention_weights):
     for args in _query_key_cases(fresh_rng(), large=True):
-        check_against(student_attention_weights, ref.attention_weights, args, name="attention_weights",
-                      diagnoses=visible.ATTENTION_WEIGHTS_MISTAKES, extra_checks=[visible.rows_sum_to_one],
-                      allowed=visible.TOOLS, nonfinite_hint=visible.NONFINITE)
+        check_against(student_attention_weights, ref.attention_weights, args, declared=visible.ATTENTION_WEIGHTS)
 
 
 def attention(student_attention):
     for args in _attention_cases(fresh_rng()):
-        check_against(student_attention, ref.attention, args, name="attention",
-                      diagnoses=visible.ATTENTION_MISTAKES, allowed=visible.TOOLS, nonfinite_hint=visible.NONFINITE)
+        check_against(student_attention, ref.attention, args, declared=visible.ATTENTION)
 
 
 def _projection_cases(rng):
@@ -115,8 +110,7 @@ def _projection_cases(rng):
 
 def project_qkv(student_project_qkv):
     for args in _projection_cases(fresh_rng()):
-        check_against(student_project_qkv, ref.project_qkv, args, name="project_qkv",
-                      diagnoses=visible.PROJECT_QKV_MISTAKES, allowed=visible.TOOLS, outputs=("Q", "K", "V"))
+        check_against(student_project_qkv, ref.project_qkv, args, declared=visible.PROJECT_QKV)
 
 
 def self_attention(student_self_attention):
@@ -125,9 +119,7 @@ def self_attention(student_self_attention):
     X, W_Q, W_K, W_V = rng.normal(size=(4, 6)), *(4 * rng.normal(size=(6, d)) for d in (5, 5, 3))
     cases.append((X, W_Q, W_K, W_V))  # scaled scores near 100: sharp, nearly one-hot weights
     for args in cases:
-        check_against(student_self_attention, ref.self_attention, args, name="self_attention",
-                      diagnoses=visible.SELF_ATTENTION_MISTAKES, allowed=visible.TOOLS,
-                      nonfinite_hint=visible.NONFINITE)
+        check_against(student_self_attention, ref.self_attention, args, declared=visible.SELF_ATTENTION)
 
 
 ANSWERS = {

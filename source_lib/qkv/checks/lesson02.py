@@ -6,7 +6,7 @@ every other function of qkv's reference modules stays off limits inside the stud
 import numpy as np
 
 from qkv import attention as ref_attention
-from qkv.checking import check_against, seal
+from qkv.checking import Check, check_against, seal
 
 TOOLS = (ref_attention.softmax,)  # handed to the student in the notebook's import cell
 
@@ -162,62 +162,76 @@ def rows_sum_to_one(got, args, kwargs):
     return None
 
 
+# ---------------------------------------------------------------- each graded function's check, declared once
+
+DOT_SCORES = Check(name="dot_scores", diagnoses=DOT_SCORES_MISTAKES, allowed=TOOLS)
+SCALED_SCORES = Check(name="scaled_scores", diagnoses=SCALED_SCORES_MISTAKES, allowed=TOOLS)
+ATTENTION_WEIGHTS = Check(name="attention_weights", diagnoses=ATTENTION_WEIGHTS_MISTAKES, allowed=TOOLS,
+                          extra_checks=(rows_sum_to_one,), nonfinite_hint=NONFINITE)
+ATTENTION = Check(name="attention", diagnoses=ATTENTION_MISTAKES, allowed=TOOLS, nonfinite_hint=NONFINITE)
+PROJECT_QKV = Check(name="project_qkv", diagnoses=PROJECT_QKV_MISTAKES, allowed=TOOLS, outputs=("Q", "K", "V"))
+SELF_ATTENTION = Check(name="self_attention", diagnoses=SELF_ATTENTION_MISTAKES, allowed=TOOLS,
+                       nonfinite_hint=NONFINITE)
+
+
 # ---------------------------------------------------------------- the visible checks
 
 def dot_scores(student_dot_scores):
-    check = dict(name="dot_scores", diagnoses=DOT_SCORES_MISTAKES, allowed=TOOLS)
-    got = check_against(student_dot_scores, ref_attention.dot_scores, (WORKED_Q, WORKED_K), **check)
-    check_against(student_dot_scores, ref_attention.dot_scores, (SMALL_Q, SMALL_K), **check)
-    check_against(student_dot_scores, ref_attention.dot_scores, (SMALL_Q.tolist(), SMALL_K.tolist()), **check)
+    got = check_against(student_dot_scores, ref_attention.dot_scores, (WORKED_Q, WORKED_K), declared=DOT_SCORES)
+    check_against(student_dot_scores, ref_attention.dot_scores, (SMALL_Q, SMALL_K), declared=DOT_SCORES)
+    check_against(student_dot_scores, ref_attention.dot_scores, (SMALL_Q.tolist(), SMALL_K.tolist()),
+                  declared=DOT_SCORES)
     print(f"dot_scores: all visible checks passed; the worked example's raw scores are {got.ravel()}.")
 
 
 def scaled_scores(student_scaled_scores):
-    check = dict(name="scaled_scores", diagnoses=SCALED_SCORES_MISTAKES, allowed=TOOLS)
-    got = check_against(student_scaled_scores, ref_attention.scaled_scores, (WORKED_Q, WORKED_K), **check)
-    check_against(student_scaled_scores, ref_attention.scaled_scores, (SMALL_Q, SMALL_K), **check)
-    check_against(student_scaled_scores, ref_attention.scaled_scores, (SMALL_Q.tolist(), SMALL_K.tolist()), **check)
+    got = check_against(student_scaled_scores, ref_attention.scaled_scores, (WORKED_Q, WORKED_K),
+                        declared=SCALED_SCORES)
+    check_against(student_scaled_scores, ref_attention.scaled_scores, (SMALL_Q, SMALL_K), declared=SCALED_SCORES)
+    check_against(student_scaled_scores, ref_attention.scaled_scores, (SMALL_Q.tolist(), SMALL_K.tolist()),
+                  declared=SCALED_SCORES)
     print(f"scaled_scores: all visible checks passed; the worked example's scaled scores are {got.ravel()}.")
 
 
 def attention_weights(student_attention_weights):
-    check = dict(name="attention_weights", diagnoses=ATTENTION_WEIGHTS_MISTAKES, allowed=TOOLS,
-                 extra_checks=[rows_sum_to_one], nonfinite_hint=NONFINITE)
-    got = check_against(student_attention_weights, ref_attention.attention_weights, (WORKED_Q, WORKED_K), **check)
-    check_against(student_attention_weights, ref_attention.attention_weights, (SMALL_Q, SMALL_K), **check)
+    got = check_against(student_attention_weights, ref_attention.attention_weights, (WORKED_Q, WORKED_K),
+                        declared=ATTENTION_WEIGHTS)
+    check_against(student_attention_weights, ref_attention.attention_weights, (SMALL_Q, SMALL_K),
+                  declared=ATTENTION_WEIGHTS)
     check_against(student_attention_weights, ref_attention.attention_weights,
-                  (SMALL_Q.tolist(), SMALL_K.tolist()), **check)
-    check_against(student_attention_weights, ref_attention.attention_weights, (100 * SMALL_Q, 100 * SMALL_K), **check)
+                  (SMALL_Q.tolist(), SMALL_K.tolist()), declared=ATTENTION_WEIGHTS)
+    check_against(student_attention_weights, ref_attention.attention_weights, (100 * SMALL_Q, 100 * SMALL_K),
+                  declared=ATTENTION_WEIGHTS)
     print(f"attention_weights: all visible checks passed; the worked example's weights are "
           f"{np.round(got.ravel(), 4)}.")
 
 
 def attention(student_attention):
-    check = dict(name="attention", diagnoses=ATTENTION_MISTAKES, allowed=TOOLS, nonfinite_hint=NONFINITE)
-    got = check_against(student_attention, ref_attention.attention, (WORKED_Q, WORKED_K, WORKED_V), **check)
-    check_against(student_attention, ref_attention.attention, (SMALL_Q, SMALL_K, SMALL_V), **check)
+    got = check_against(student_attention, ref_attention.attention, (WORKED_Q, WORKED_K, WORKED_V),
+                        declared=ATTENTION)
+    check_against(student_attention, ref_attention.attention, (SMALL_Q, SMALL_K, SMALL_V), declared=ATTENTION)
     check_against(student_attention, ref_attention.attention,
-                  (SMALL_Q.tolist(), SMALL_K.tolist(), SMALL_V.tolist()), **check)
+                  (SMALL_Q.tolist(), SMALL_K.tolist(), SMALL_V.tolist()), declared=ATTENTION)
     print(f"attention: all visible checks passed; the worked example's output is {np.round(got.ravel(), 4)}.")
 
 
 def project_qkv(student_project_qkv):
-    check = dict(name="project_qkv", diagnoses=PROJECT_QKV_MISTAKES, allowed=TOOLS, outputs=("Q", "K", "V"))
     check_against(student_project_qkv, ref_attention.project_qkv,
-                  (SMALL_X, SQUARE_W_Q, SQUARE_W_K, SQUARE_W_V), **check)
+                  (SMALL_X, SQUARE_W_Q, SQUARE_W_K, SQUARE_W_V), declared=PROJECT_QKV)
     args = (SMALL_X, SMALL_W_Q, SMALL_W_K, SMALL_W_V)
-    check_against(student_project_qkv, ref_attention.project_qkv, args, **check)
-    check_against(student_project_qkv, ref_attention.project_qkv, tuple(a.tolist() for a in args), **check)
+    check_against(student_project_qkv, ref_attention.project_qkv, args, declared=PROJECT_QKV)
+    check_against(student_project_qkv, ref_attention.project_qkv, tuple(a.tolist() for a in args),
+                  declared=PROJECT_QKV)
     print("project_qkv: all visible checks passed.")
 
 
 def self_attention(student_self_attention):
-    check = dict(name="self_attention", diagnoses=SELF_ATTENTION_MISTAKES, allowed=TOOLS, nonfinite_hint=NONFINITE)
     check_against(student_self_attention, ref_attention.self_attention,
-                  (SMALL_X, SQUARE_W_Q, SQUARE_W_K, SQUARE_W_V), **check)
+                  (SMALL_X, SQUARE_W_Q, SQUARE_W_K, SQUARE_W_V), declared=SELF_ATTENTION)
     args = (SMALL_X, SMALL_W_Q, SMALL_W_K, SMALL_W_V)
-    check_against(student_self_attention, ref_attention.self_attention, args, **check)
-    check_against(student_self_attention, ref_attention.self_attention, tuple(a.tolist() for a in args), **check)
+    check_against(student_self_attention, ref_attention.self_attention, args, declared=SELF_ATTENTION)
+    check_against(student_self_attention, ref_attention.self_attention, tuple(a.tolist() for a in args),
+                  declared=SELF_ATTENTION)
     print("self_attention: all visible checks passed.")
 
 
