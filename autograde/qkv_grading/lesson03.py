@@ -30,8 +30,8 @@ def dot_product_variance(student_fn):
 def scale_for_unit_variance(student_fn):
     rng = fresh_rng()
     for d_k in [1, 4, 64, 128, 1000, int(rng.integers(2, 4096)), np.int64(256)]:
-        check_against(student_fn, scaling.scale_for_unit_variance, (d_k,), name="scale_for_unit_variance",
-                      diagnoses=visible.SCALE_MISTAKES, allowed=visible.TOOLS, rtol=1e-6, atol=1e-9)
+        check_against(student_fn, scaling.scale_for_unit_variance, (d_k,), declared=visible.SCALE_FOR_UNIT_VARIANCE,
+                      rtol=1e-6, atol=1e-9)
 
 
 def _random_weights(rng, shape, zeros=0.0):
@@ -64,19 +64,18 @@ def _finite_difference_softmax_jacobian(scores):
 
 def softmax_jacobian(student_fn):
     rng = fresh_rng()
-    check = dict(name="softmax_jacobian", diagnoses=visible.SOFTMAX_JACOBIAN_MISTAKES, allowed=visible.TOOLS,
-                 extra_checks=[visible.rows_sum_to_zero])
     cases = [rng.normal(size=5), rng.normal(size=2) * 3, rng.normal(size=9).astype(np.float32),
              np.array([4.0]), np.array([1.0, 1.0, 1.0, 1.0]), (rng.normal(size=6) * 2).tolist(),
              np.array([0.0, 3.0, 2.5, -1.0]) * 1e-4]  # tiny scores: nearly uniform weights
     for scores in cases:
         # the truth is the finite-difference Jacobian of softmax, not a formula
-        check_against(student_fn, _finite_difference_softmax_jacobian, (scores,), **check)
+        check_against(student_fn, _finite_difference_softmax_jacobian, (scores,), declared=visible.SOFTMAX_JACOBIAN)
     check_against(student_fn, scaling.softmax_jacobian, (np.array([10.0, 20.0, 30.0]),),
                   # tiny entries judged relatively; 1 - s cancels, so float32 work is only good to ~1e-3
-                  atol=1e-9, rtol=5e-3, **check)
+                  declared=visible.SOFTMAX_JACOBIAN, atol=1e-9, rtol=5e-3)
     # scores spanning 800 with a near tie between the two largest: a softmax without its max overflows
-    check_against(student_fn, scaling.softmax_jacobian, (np.array([0.0, 800.0, 799.5, -5.0]),), **check)
+    check_against(student_fn, scaling.softmax_jacobian, (np.array([0.0, 800.0, 799.5, -5.0]),),
+                  declared=visible.SOFTMAX_JACOBIAN)
 
 
 def _finite_difference_query_jacobian(q, K):

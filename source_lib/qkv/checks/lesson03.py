@@ -2,7 +2,7 @@
 import numpy as np
 
 from qkv import attention as ref_attention, scaling
-from qkv.checking import Hint, call, call_text, check_against, close, expect_number, seal
+from qkv.checking import Check, Hint, call, call_text, check_against, close, expect_number, seal
 
 # The lesson hands out the library's softmax; every other step is the student's own.
 TOOLS = (ref_attention.softmax,)
@@ -151,11 +151,12 @@ SCALE_MISTAKES = [
                              "square of the factor."),
 ]
 
+SCALE_FOR_UNIT_VARIANCE = Check(name="scale_for_unit_variance", diagnoses=SCALE_MISTAKES, allowed=TOOLS)
+
 
 def scale_for_unit_variance(student_fn):
     for d_k in (64, 2, 128):
-        check_against(student_fn, scaling.scale_for_unit_variance, (d_k,), name="scale_for_unit_variance",
-                      diagnoses=SCALE_MISTAKES, allowed=TOOLS)
+        check_against(student_fn, scaling.scale_for_unit_variance, (d_k,), declared=SCALE_FOR_UNIT_VARIANCE)
     print("scale_for_unit_variance: all visible checks passed.")
 
 
@@ -177,12 +178,13 @@ ENTROPY_MISTAKES = [
      "this is the mean of -w log w; the entropy is their sum."),
 ]
 
+ENTROPY = Check(name="entropy", diagnoses=ENTROPY_MISTAKES, nonfinite_hint=ENTROPY_ZERO_HINT, allowed=TOOLS)
+
 
 def check_entropy(student_fn, weights):
     """check_against, with the axis named when a batch of rows comes back with the wrong shape."""
     try:
-        check_against(student_fn, scaling.entropy, (weights,), name="entropy", diagnoses=ENTROPY_MISTAKES,
-                      nonfinite_hint=ENTROPY_ZERO_HINT, allowed=TOOLS)
+        check_against(student_fn, scaling.entropy, (weights,), declared=ENTROPY)
     except Hint as hint:
         if np.ndim(weights) > 1 and ("returned shape" in str(hint) or "single number" in str(hint)):
             raise Hint(f"{hint} Each row (the last axis) is one set of weights and gets its own entropy: "
@@ -228,15 +230,18 @@ def rows_sum_to_zero(got, args, kwargs):
     return None
 
 
+SOFTMAX_JACOBIAN = Check(name="softmax_jacobian", diagnoses=SOFTMAX_JACOBIAN_MISTAKES, allowed=TOOLS,
+                         extra_checks=(rows_sum_to_zero,))
+
+
 def softmax_jacobian(student_fn):
-    check = dict(name="softmax_jacobian", diagnoses=SOFTMAX_JACOBIAN_MISTAKES, allowed=TOOLS,
-                 extra_checks=[rows_sum_to_zero])
-    check_against(student_fn, scaling.softmax_jacobian, ([1.0, 2.0, 3.0],), **check)
-    check_against(student_fn, scaling.softmax_jacobian, (np.array([0.5, -1.0, 2.0, 0.3]),), **check)
-    check_against(student_fn, scaling.softmax_jacobian, (np.array([0.0, 0.0]),), **check)
+    check_against(student_fn, scaling.softmax_jacobian, ([1.0, 2.0, 3.0],), declared=SOFTMAX_JACOBIAN)
+    check_against(student_fn, scaling.softmax_jacobian, (np.array([0.5, -1.0, 2.0, 0.3]),),
+                  declared=SOFTMAX_JACOBIAN)
+    check_against(student_fn, scaling.softmax_jacobian, (np.array([0.0, 0.0]),), declared=SOFTMAX_JACOBIAN)
     check_against(student_fn, scaling.softmax_jacobian, (np.array([10.0, 20.0, 30.0]),),
                   # tiny entries judged relatively; 1 - s cancels, so float32 work is only good to ~1e-3
-                  atol=1e-9, rtol=5e-3, **check)
+                  declared=SOFTMAX_JACOBIAN, atol=1e-9, rtol=5e-3)
     print("softmax_jacobian: all visible checks passed.")
 
 
@@ -267,16 +272,18 @@ QUERY_JACOBIAN_MISTAKES = [
      "this is the softmax Jacobian with respect to the scores; chain it with d scores / d q = K / sqrt(d_k)."),
 ]
 
+QUERY_JACOBIAN = Check(name="query_jacobian", diagnoses=QUERY_JACOBIAN_MISTAKES, allowed=TOOLS)
+
 
 def _transposed_shape(q, K):
     return f"returned shape ({np.shape(K)[1]}, {np.shape(K)[0]});"
 
 
-def check_query_jacobian(student_fn, reference_fn, q, K, **kwargs):
-    """check_against, with a sharper hint for the transposed shape [d_k, n_k]."""
+def check_query_jacobian(student_fn, reference_fn, q, K, atol=QUERY_JACOBIAN.atol):
+    """check_against, with a sharper hint for the transposed shape [d_k, n_k]; `atol` for an input that needs
+    its own."""
     try:
-        return check_against(student_fn, reference_fn, (q, K), name="query_jacobian",
-                             diagnoses=QUERY_JACOBIAN_MISTAKES, allowed=TOOLS, **kwargs)
+        return check_against(student_fn, reference_fn, (q, K), declared=QUERY_JACOBIAN, atol=atol)
     except Hint as hint:
         if np.shape(K)[0] != np.shape(K)[1] and _transposed_shape(q, K) in str(hint):
             raise Hint(f"{hint} That is the transpose: rows index the {np.shape(K)[0]} weights and columns the "
