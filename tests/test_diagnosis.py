@@ -56,7 +56,7 @@ def _confirmed_by(confirm):
 
 
 def _window_mask(student, reference, args, kwargs, diagnoses, outputs):
-    lesson06._mask_check(student, args, name="fn", diagnoses=diagnoses)
+    lesson06.mask_check(student, args, name="fn", diagnoses=diagnoses)
 
 
 _window_mask.confirm = lesson06.SLIDING_WINDOW_CONFIRMATIONS
@@ -117,9 +117,9 @@ CASES = [
     ("05", "SPLIT_HEADS_MISTAKES", heads.split_heads, [((RNG.normal(size=(2, 12)), 3), {})], None, _against),
     ("05", "MERGE_HEADS_MISTAKES", heads.merge_heads, [((RNG.normal(size=(3, 2, 4)),), {})], None, _against),
     ("05", "MULTI_HEAD_ATTENTION_MISTAKES", heads.multi_head_attention,
-     [(lesson05._mha_case(np.random.default_rng(3), 4, 10, 3, 4), {"mask": masking.causal_mask(4)}),
-      (lesson05._mha_case(np.random.default_rng(4), 5, 8, 4, 2), {"mask": masking.causal_mask(5)}),
-      (lesson05._mha_case(np.random.default_rng(5), 4, 6, 2, 3), {})], None,
+     [(lesson05.mha_case(np.random.default_rng(3), 4, 10, 3, 4), {"mask": masking.causal_mask(4)}),
+      (lesson05.mha_case(np.random.default_rng(4), 5, 8, 4, 2), {"mask": masking.causal_mask(5)}),
+      (lesson05.mha_case(np.random.default_rng(5), 4, 6, 2, 3), {})], None,
      _confirmed_by(lesson05.MHA_CONFIRMATIONS)),
     ("05", "GROUPED_QUERY_ATTENTION_MISTAKES", heads.grouped_query_attention,
      [(lesson05.gqa_case(np.random.default_rng(6), 6, 2, 4, 3), {"mask": masking.causal_mask(4)}),

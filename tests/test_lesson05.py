@@ -32,7 +32,7 @@ def test_library_rejects_bad_splits_with_the_shapes_named():
 
 def test_multi_head_attention_is_per_head_attention_concatenated_then_projected():
     rng = np.random.default_rng(0)
-    X, W_Q, W_K, W_V, W_O, n_heads = visible._mha_case(rng, 5, 12, 3, 4)
+    X, W_Q, W_K, W_V, W_O, n_heads = visible.mha_case(rng, 5, 12, 3, 4)
     mask = visible.causal(5)
     per_head = [attention.self_attention(X, W_Q[:, 4 * h:4 * h + 4], W_K[:, 4 * h:4 * h + 4],
                                          W_V[:, 4 * h:4 * h + 4], mask) for h in range(3)]
@@ -199,7 +199,7 @@ def multi_head_attention(X, W_Q, W_K, W_V, W_O, n_heads, mask=None):
                    "    # YOUR CODE HERE\n    raise NotImplementedError()\n"),
     "hard-codes the worked example": f"""
 def multi_head_attention(X, W_Q, W_K, W_V, W_O, n_heads, mask=None):
-    return np.array({heads.multi_head_attention(*visible._mha_case(np.random.default_rng(50), 4, 6, 2, 3)).tolist()})
+    return np.array({heads.multi_head_attention(*visible.mha_case(np.random.default_rng(50), 4, 6, 2, 3)).tolist()})
 """,
     "calls the reference": """
 from qkv.heads import multi_head_attention as _mha

@@ -19,15 +19,14 @@ GRADED_REFERENCES = ("qkv.heads.split_heads", "qkv.heads.merge_heads", "qkv.head
 
 def split_heads(student_split_heads):
     rng = fresh_rng()
-    check = dict(name="split_heads", diagnoses=visible.SPLIT_HEADS_MISTAKES)
     # fixed: entry (t, c) = 100 t + c, so every misplaced number shows; T, n_heads, d_head all differ
-    check_against(student_split_heads, ref.split_heads, (SPLIT_FIXED,), {"n_heads": 3}, **check)
+    check_against(student_split_heads, ref.split_heads, (SPLIT_FIXED,), {"n_heads": 3}, declared=visible.SPLIT_HEADS)
     T, n_heads, d_head = distinct_sizes(rng, 3, 2, 8)
     cases = [(rng.normal(size=(T, n_heads * d_head)) * 1e6, n_heads),
              (rng.normal(size=(d_head, T * n_heads)).astype(np.float32) * 1e-6, T),
              (rng.normal(size=(n_heads, d_head)), 1)]
     for args in cases:
-        check_against(student_split_heads, ref.split_heads, args, **check)
+        check_against(student_split_heads, ref.split_heads, args, declared=visible.SPLIT_HEADS)
 
 
 SPLIT_FIXED = 100.0 * np.arange(2)[:, None] + np.arange(12)[None, :]      # T = 2, 3 heads of 4
@@ -36,12 +35,11 @@ MERGE_FIXED = 100.0 * np.arange(3)[:, None, None] + 10.0 * np.arange(2)[None, :,
 
 def merge_heads(student_merge_heads):
     rng = fresh_rng()
-    check = dict(name="merge_heads", diagnoses=visible.MERGE_HEADS_MISTAKES)
-    check_against(student_merge_heads, ref.merge_heads, (MERGE_FIXED,), **check)
+    check_against(student_merge_heads, ref.merge_heads, (MERGE_FIXED,), declared=visible.MERGE_HEADS)
     n_heads, T, d_head = distinct_sizes(rng, 3, 2, 8)
     for x in (rng.normal(size=(n_heads, T, d_head)) * 1e6, rng.normal(size=(T, d_head, n_heads)).astype(np.float32),
               rng.normal(size=(1, n_heads, T))):
-        check_against(student_merge_heads, ref.merge_heads, (x,), **check)
+        check_against(student_merge_heads, ref.merge_heads, (x,), declared=visible.MERGE_HEADS)
 
 
 def _some_visible(rng, n_q, n_k, p=0.6):
@@ -65,55 +63,58 @@ def multi_head_attention(student_mha):
     # first, fixed: d_model (10) != n_heads * d_head (12), so every scaling mistake is told apart; a mask
     # that is not causal, passed by keyword
     fixed_rng = np.random.default_rng(1005)
-    args = visible._mha_case(fixed_rng, 5, 10, 3, 4)
+    args = visible.mha_case(fixed_rng, 5, 10, 3, 4)
     check(student_mha, args, {"mask": _some_visible(fixed_rng, 5, 5)})
     T, d_model, n_heads, d_head = _mha_shapes(rng)
-    args = visible._mha_case(rng, T, d_model, n_heads, d_head)
+    args = visible.mha_case(rng, T, d_model, n_heads, d_head)
     check(student_mha, (*args, visible.causal(T)))  # the mask by position
     check(student_mha, args)                         # no mask
     # d_model = n_heads * d_head, as in real models; one head; float32
-    check(student_mha, visible._mha_case(rng, 6, 12, 6, 2), {"mask": visible.causal(6)})
-    check(student_mha, visible._mha_case(rng, 3, 9, 1, 5))
-    X, W_Q, W_K, W_V, W_O, n_heads = visible._mha_case(rng, 4, 8, 4, 2)
+    check(student_mha, visible.mha_case(rng, 6, 12, 6, 2), {"mask": visible.causal(6)})
+    check(student_mha, visible.mha_case(rng, 3, 9, 1, 5))
+    X, W_Q, W_K, W_V, W_O, n_heads = visible.mha_case(rng, 4, 8, 4, 2)
     floats = [a.astype(np.float32) for a in (X, W_Q, W_K, W_V, W_O)]
     check(student_mha, (*floats, n_heads), {"mask": visible.causal(4)}, rtol=1e-3, atol=1e-4)
 
 
 def grouped_query_attention(student_gqa):
     rng = fresh_rng()
-    check = dict(name="grouped_query_attention", diagnoses=visible.GROUPED_QUERY_ATTENTION_MISTAKES,
-                 allowed=visible.TOOLS)
     # fixed first: 6 query heads over 2 key/value heads (np.tile and np.repeat disagree, and h // H_kv is
     # another grouping again), T_q != T_k, a mask that is not causal, by keyword
     fixed_rng = np.random.default_rng(1006)
     q, k, v = visible.gqa_case(fixed_rng, 6, 2, 3, 4, T_k=5)
-    check_against(student_gqa, ref.grouped_query_attention, (q, k, v), {"mask": _some_visible(fixed_rng, 3, 5, 0.7)}, **check)
+    check_against(student_gqa, ref.grouped_query_attention, (q, k, v), {"mask": _some_visible(fixed_rng, 3, 5, 0.7)},
+                  declared=visible.GROUPED_QUERY_ATTENTION)
     T, T_k, d_head = distinct_sizes(rng, 3, 2, 8)
     for n_q, n_kv in [(6, 3), (9, 3), (8, 2), (5, 5), (4, 1)]:
         check_against(student_gqa, ref.grouped_query_attention, visible.gqa_case(rng, n_q, n_kv, T, d_head, T_k=T_k),
-                      {"mask": _some_visible(rng, T, T_k, 0.7)}, **check)
+                      {"mask": _some_visible(rng, T, T_k, 0.7)}, declared=visible.GROUPED_QUERY_ATTENTION)
     check_against(student_gqa, ref.grouped_query_attention, visible.gqa_case(rng, 6, 2, T, d_head),
-                  {"mask": visible.causal(T)}, **check)
-    check_against(student_gqa, ref.grouped_query_attention, visible.gqa_case(rng, 8, 4, T, d_head, T_k=T_k), **check)
+                  {"mask": visible.causal(T)}, declared=visible.GROUPED_QUERY_ATTENTION)
+    check_against(student_gqa, ref.grouped_query_attention, visible.gqa_case(rng, 8, 4, T, d_head, T_k=T_k),
+                  declared=visible.GROUPED_QUERY_ATTENTION)
     q, k, v = (a.astype(np.float32) for a in visible.gqa_case(rng, 6, 3, 4, 4))
     check_against(student_gqa, ref.grouped_query_attention, (q, k, v, visible.causal(4)),
-                  rtol=1e-3, atol=1e-4, **check)
+                  rtol=1e-3, atol=1e-4, declared=visible.GROUPED_QUERY_ATTENTION)
 
 
 def kv_cache_bytes_per_token(student_kv_bytes):
     rng = fresh_rng()
-    check = dict(name="kv_cache_bytes_per_token", diagnoses=visible.KV_CACHE_MISTAKES)
     # fixed: an object with only the attributes the exercise names; 4 bytes first, where ignoring
     # bytes_per_element and forgetting the factor 2 give different numbers
     only_contract = SimpleNamespace(n_layers=3, n_heads=12, n_kv_heads=4, d_head=5)
     for bytes_per_element in (4, 1, 2):
-        check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (only_contract, bytes_per_element), **check)
+        check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (only_contract, bytes_per_element),
+                      declared=visible.KV_CACHE_BYTES_PER_TOKEN)
     n_layers, n_kv, d_head, group = distinct_sizes(rng, 4, 2, 40)
     config = ref.AttentionShape("drawn", n_layers=n_layers, d_model=int(rng.integers(2, 4000)),
                                 n_heads=n_kv * group, n_kv_heads=n_kv, d_head=d_head)
-    check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (config,), {"bytes_per_element": 2}, **check)
-    check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (ref.QWEN25_05B, 2), **check)
-    check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (ref.GPT2_SMALL, 4), **check)
+    check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (config,), {"bytes_per_element": 2},
+                  declared=visible.KV_CACHE_BYTES_PER_TOKEN)
+    check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (ref.QWEN25_05B, 2),
+                  declared=visible.KV_CACHE_BYTES_PER_TOKEN)
+    check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (ref.GPT2_SMALL, 4),
+                  declared=visible.KV_CACHE_BYTES_PER_TOKEN)
 
 
 HIDDEN_PROMPTS = ["Water freezes at a temperature of", "One, two, three, four,", "The opposite of hot is"]

@@ -5,7 +5,7 @@ import numpy as np
 
 from qkv import attention as ref_attention, heads as ref_heads
 from qkv.masking import causal_mask as causal
-from qkv.checking import Hint, call, call_text, check_against, expect_array, expect_number, seal
+from qkv.checking import Check, Hint, call, call_text, check_against, expect_array, expect_number, seal
 
 # The exercises hand out the library's softmax and masked softmax: the lesson is about heads, not softmax.
 TOOLS = (ref_attention.softmax, ref_attention.masked_softmax)
@@ -35,6 +35,7 @@ SPLIT_HEADS_MISTAKES = [
      "flattened array in the wrong place. Reshape to [T, n_heads, d_head] first, then transpose to "
      "[n_heads, T, d_head]."),
 ]
+SPLIT_HEADS = Check(name="split_heads", diagnoses=SPLIT_HEADS_MISTAKES)
 
 
 def _merge_interleaved(x):
@@ -59,24 +60,23 @@ MERGE_HEADS_MISTAKES = [
     (lambda x: ref_heads.merge_heads(np.asarray(x)[::-1]),
      "the heads are concatenated in reverse order: head 0 must own the first d_head columns."),
 ]
+MERGE_HEADS = Check(name="merge_heads", diagnoses=MERGE_HEADS_MISTAKES)
 
 
 def split_heads(student_split_heads):
     x = np.arange(24, dtype=float).reshape(2, 12)  # T=2, 3 heads of 4: column c belongs to head c // 4
-    check = dict(name="split_heads", diagnoses=SPLIT_HEADS_MISTAKES)
-    check_against(student_split_heads, ref_heads.split_heads, (x, 3), **check)
+    check_against(student_split_heads, ref_heads.split_heads, (x, 3), declared=SPLIT_HEADS)
     check_against(student_split_heads, ref_heads.split_heads,
-                  (np.random.default_rng(5).normal(size=(4, 12)), 2), **check)
-    check_against(student_split_heads, ref_heads.split_heads, (x, 1), **check)
+                  (np.random.default_rng(5).normal(size=(4, 12)), 2), declared=SPLIT_HEADS)
+    check_against(student_split_heads, ref_heads.split_heads, (x, 1), declared=SPLIT_HEADS)
     print("split_heads: all visible checks passed.")
 
 
 def merge_heads(student_merge_heads):
     heads = np.arange(24, dtype=float).reshape(3, 2, 4)
-    check = dict(name="merge_heads", diagnoses=MERGE_HEADS_MISTAKES)
-    check_against(student_merge_heads, ref_heads.merge_heads, (heads,), **check)
+    check_against(student_merge_heads, ref_heads.merge_heads, (heads,), declared=MERGE_HEADS)
     check_against(student_merge_heads, ref_heads.merge_heads,
-                  (np.random.default_rng(6).normal(size=(2, 5, 3)),), **check)
+                  (np.random.default_rng(6).normal(size=(2, 5, 3)),), declared=MERGE_HEADS)
     x = np.random.default_rng(7).normal(size=(3, 12))
     got = call(student_merge_heads, ref_heads.split_heads(x, 4), name="merge_heads")
     if not np.allclose(expect_array(got, x.shape, "merge_heads(split_heads(x, 4))"), x):
@@ -124,7 +124,7 @@ MULTI_HEAD_ATTENTION_MISTAKES = [
 ]
 
 
-def _mha_case(rng, T, d_model, n_heads, d_head):
+def mha_case(rng, T, d_model, n_heads, d_head):
     X = rng.normal(size=(T, d_model))
     W_Q, W_K, W_V = (rng.normal(size=(d_model, n_heads * d_head)) / np.sqrt(d_model) * 2 for _ in range(3))
     W_O = rng.normal(size=(n_heads * d_head, d_model)) / np.sqrt(n_heads * d_head)
@@ -133,17 +133,18 @@ def _mha_case(rng, T, d_model, n_heads, d_head):
 
 # Where d_model = n_heads * d_head, dividing by sqrt(d_model) or by sqrt(n_heads * d_head) is the same mistake;
 # a diagnosis made on such a case is confirmed on these, where the widths differ (and a mask matters).
-MHA_CONFIRMATIONS = [(_mha_case(np.random.default_rng(51), 4, 10, 3, 4), {"mask": causal(4)}),
-                     (_mha_case(np.random.default_rng(52), 5, 7, 2, 5), {"mask": causal(5)})]
+MHA_CONFIRMATIONS = [(mha_case(np.random.default_rng(51), 4, 10, 3, 4), {"mask": causal(4)}),
+                     (mha_case(np.random.default_rng(52), 5, 7, 2, 5), {"mask": causal(5)})]
+MULTI_HEAD_ATTENTION = Check(name="multi_head_attention", diagnoses=MULTI_HEAD_ATTENTION_MISTAKES, allowed=TOOLS,
+                             confirm_with=MHA_CONFIRMATIONS)
 
 
-def check_mha(student_mha, args, kwargs=None, **options):
-    """check_against, with the missing output projection named when the shape gives it away
+def check_mha(student_mha, args, kwargs=None, rtol=MULTI_HEAD_ATTENTION.rtol, atol=MULTI_HEAD_ATTENTION.atol):
+    """check_against MULTI_HEAD_ATTENTION, with the missing output projection named when the shape gives it away
     ([T, n_heads * d_head] instead of [T, d_model], where the two widths differ)."""
-    options.setdefault("confirm_with", MHA_CONFIRMATIONS)
     try:
-        return check_against(student_mha, ref_heads.multi_head_attention, args, kwargs, name="multi_head_attention",
-                             diagnoses=MULTI_HEAD_ATTENTION_MISTAKES, allowed=TOOLS, **options)
+        return check_against(student_mha, ref_heads.multi_head_attention, args, kwargs,
+                             declared=MULTI_HEAD_ATTENTION, rtol=rtol, atol=atol)
     except Hint as hint:
         T, width = np.shape(args[0])[0], np.shape(args[4])[0]
         if width != np.shape(args[0])[1] and f"returned shape ({T}, {width});" in str(hint):
@@ -153,10 +154,10 @@ def check_mha(student_mha, args, kwargs=None, **options):
 
 def multi_head_attention(student_mha):
     rng = np.random.default_rng(50)
-    check_mha(student_mha, _mha_case(rng, 4, 6, 2, 3))
-    check_mha(student_mha, _mha_case(rng, 5, 8, 4, 2), {"mask": causal(5)})
-    check_mha(student_mha, _mha_case(rng, 3, 6, 1, 6), {"mask": causal(3)})
-    check_mha(student_mha, _mha_case(rng, 4, 10, 3, 4), {"mask": causal(4)})  # d_model != n_heads * d_head
+    check_mha(student_mha, mha_case(rng, 4, 6, 2, 3))
+    check_mha(student_mha, mha_case(rng, 5, 8, 4, 2), {"mask": causal(5)})
+    check_mha(student_mha, mha_case(rng, 3, 6, 1, 6), {"mask": causal(3)})
+    check_mha(student_mha, mha_case(rng, 4, 10, 3, 4), {"mask": causal(4)})  # d_model != n_heads * d_head
     print("multi_head_attention: all visible checks passed.")
 
 
@@ -188,6 +189,8 @@ GROUPED_QUERY_ATTENTION_MISTAKES = [
     (lambda *a, **k: _gqa(*a, **k, use_mask=False),
      "the result does not depend on the mask: pass `mask` to masked_softmax so masked keys get weight 0."),
 ]
+GROUPED_QUERY_ATTENTION = Check(name="grouped_query_attention", diagnoses=GROUPED_QUERY_ATTENTION_MISTAKES,
+                                allowed=TOOLS)
 
 
 def gqa_case(rng, n_q, n_kv, T, d_head, T_k=None):
@@ -198,14 +201,14 @@ def gqa_case(rng, n_q, n_kv, T, d_head, T_k=None):
 
 def grouped_query_attention(student_gqa):
     rng = np.random.default_rng(51)
-    check = dict(name="grouped_query_attention", diagnoses=GROUPED_QUERY_ATTENTION_MISTAKES, allowed=TOOLS)
-    check_against(student_gqa, ref_heads.grouped_query_attention, gqa_case(rng, 4, 2, 3, 2), **check)
+    check_against(student_gqa, ref_heads.grouped_query_attention, gqa_case(rng, 4, 2, 3, 2),
+                  declared=GROUPED_QUERY_ATTENTION)
     check_against(student_gqa, ref_heads.grouped_query_attention,
-                  gqa_case(rng, 6, 3, 4, 3), {"mask": causal(4)}, **check)
+                  gqa_case(rng, 6, 3, 4, 3), {"mask": causal(4)}, declared=GROUPED_QUERY_ATTENTION)
     check_against(student_gqa, ref_heads.grouped_query_attention,
-                  gqa_case(rng, 3, 3, 4, 2), {"mask": causal(4)}, **check)
+                  gqa_case(rng, 3, 3, 4, 2), {"mask": causal(4)}, declared=GROUPED_QUERY_ATTENTION)
     check_against(student_gqa, ref_heads.grouped_query_attention,
-                  gqa_case(rng, 4, 1, 4, 2), {"mask": causal(4)}, **check)
+                  gqa_case(rng, 4, 1, 4, 2), {"mask": causal(4)}, declared=GROUPED_QUERY_ATTENTION)
     print("grouped_query_attention: all visible checks passed.")
 
 
@@ -226,17 +229,19 @@ KV_CACHE_MISTAKES = [
     (lambda c, bytes_per_element: 2 * c.n_kv_heads * c.d_head * bytes_per_element,
      "this is one layer's cache: every layer keeps its own keys and values."),
 ]
+KV_CACHE_BYTES_PER_TOKEN = Check(name="kv_cache_bytes_per_token", diagnoses=KV_CACHE_MISTAKES)
 
 
 def kv_cache_bytes_per_token(student_kv_bytes):
-    check = dict(name="kv_cache_bytes_per_token", diagnoses=KV_CACHE_MISTAKES)
     toy = ref_heads.AttentionShape("toy", n_layers=4, d_model=48, n_heads=6, n_kv_heads=2, d_head=8)
     # 4 bytes first: at 2 bytes, ignoring bytes_per_element and forgetting the factor 2 give the same number
-    check_against(student_kv_bytes, ref_heads.kv_cache_bytes_per_token, (toy, 4), **check)
-    check_against(student_kv_bytes, ref_heads.kv_cache_bytes_per_token, (ref_heads.as_multi_head(toy), 2), **check)
+    check_against(student_kv_bytes, ref_heads.kv_cache_bytes_per_token, (toy, 4), declared=KV_CACHE_BYTES_PER_TOKEN)
+    check_against(student_kv_bytes, ref_heads.kv_cache_bytes_per_token, (ref_heads.as_multi_head(toy), 2),
+                  declared=KV_CACHE_BYTES_PER_TOKEN)
     # any object with the four attributes the exercise names will do, e.g. SmolLM2's own config
     only_named = SimpleNamespace(n_layers=3, n_heads=4, n_kv_heads=1, d_head=16)
-    check_against(student_kv_bytes, ref_heads.kv_cache_bytes_per_token, (only_named, 1), **check)
+    check_against(student_kv_bytes, ref_heads.kv_cache_bytes_per_token, (only_named, 1),
+                  declared=KV_CACHE_BYTES_PER_TOKEN)
     print("kv_cache_bytes_per_token: all visible checks passed.")
 
 
