@@ -1,12 +1,14 @@
 """Visible checks for lesson 06, sinks: the first-token share, contributions, occlusion, sliding windows,
 perplexity, head-pattern scores and head ablation."""
+import dataclasses
 import functools
 
 import numpy as np
 
 from qkv import sinks as ref_sinks
 from qkv.attention import masked_softmax
-from qkv.checking import Hint, Probes, call, call_text, certain_diagnosis, check_against, expect_array, seal
+from qkv.checking import Check, Hint, Probes, call, call_text, certain_diagnosis, check_against, expect_array, seal
+from qkv.checks.lesson06_ablation import check_ablation, gqa_inputs
 from qkv.heads import grouped_query_attention
 from qkv.masking import causal_mask
 
@@ -55,15 +57,17 @@ FIRST_TOKEN_SHARE_MISTAKES = [
 FIRST_TOKEN_SHARE_CONFIRMATIONS = [((np.random.default_rng(600).uniform(size=(2, 5, 5)),), {}),
                                    ((np.random.default_rng(601).uniform(size=(3, 4, 4)),), {})]
 
+FIRST_TOKEN_SHARE = Check(name="first_token_share", diagnoses=FIRST_TOKEN_SHARE_MISTAKES,
+                          confirm_with=FIRST_TOKEN_SHARE_CONFIRMATIONS)
+
 
 def first_token_share(student_fn):
     rng = np.random.default_rng(60)
-    check = dict(name="first_token_share", diagnoses=FIRST_TOKEN_SHARE_MISTAKES,
-                 confirm_with=FIRST_TOKEN_SHARE_CONFIRMATIONS)
-    check_against(student_fn, ref_sinks.first_token_share, (causal_weights(rng, 3, 5),), **check)
-    check_against(student_fn, ref_sinks.first_token_share, (causal_weights(rng, 1, 2),), **check)
+    check_against(student_fn, ref_sinks.first_token_share, (causal_weights(rng, 3, 5),), declared=FIRST_TOKEN_SHARE)
+    check_against(student_fn, ref_sinks.first_token_share, (causal_weights(rng, 1, 2),), declared=FIRST_TOKEN_SHARE)
     check_against(student_fn, ref_sinks.first_token_share,
-                  (np.broadcast_to(np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None], (2, 4, 4)).copy(),), **check)
+                  (np.broadcast_to(np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None], (2, 4, 4)).copy(),),
+                  declared=FIRST_TOKEN_SHARE)
     print("first_token_share: all visible checks passed.")
 
 
@@ -90,6 +94,8 @@ CONTRIBUTION_MISTAKES = [
      "these are squared norms: take the square root (np.linalg.norm(..., axis=-1))."),
 ]
 
+CONTRIBUTION_NORMS = Check(name="contribution_norms", diagnoses=CONTRIBUTION_MISTAKES)
+
 
 def contribution_case(rng, T, d_head, d_model):
     weights = masked_softmax(rng.normal(size=T) * 2)  # one query's row
@@ -98,10 +104,9 @@ def contribution_case(rng, T, d_head, d_model):
 
 def contribution_norms(student_fn):
     rng = np.random.default_rng(61)
-    check = dict(name="contribution_norms", diagnoses=CONTRIBUTION_MISTAKES)
-    check_against(student_fn, ref_sinks.contribution_norms, contribution_case(rng, 4, 3, 5), **check)
-    check_against(student_fn, ref_sinks.contribution_norms, contribution_case(rng, 6, 2, 7), **check)
-    check_against(student_fn, ref_sinks.contribution_norms, (np.array([1.0]), np.ones((1, 2)), np.eye(2)), **check)
+    for case in (contribution_case(rng, 4, 3, 5), contribution_case(rng, 6, 2, 7),
+                 (np.array([1.0]), np.ones((1, 2)), np.eye(2))):
+        check_against(student_fn, ref_sinks.contribution_norms, case, declared=CONTRIBUTION_NORMS)
     print("contribution_norms: all visible checks passed.")
 
 
@@ -124,6 +129,9 @@ OCCLUSION_MISTAKES = [
      "this cuts the sequence at i instead of deleting position i alone: keep everything after i too."),
 ]
 
+# its confirmations are drawn from each check's own generator (occlusion_confirmations), so given per call
+OCCLUSION_EFFECTS = Check(name="occlusion_effects", diagnoses=OCCLUSION_MISTAKES)
+
 
 def occlusion_confirmations(rng):
     """Further inputs on which a diagnosed occlusion mistake must show too (the checker cannot move a
@@ -134,10 +142,13 @@ def occlusion_confirmations(rng):
 
 def occlusion_effects(student_fn):
     rng = np.random.default_rng(62)
-    check = dict(name="occlusion_effects", diagnoses=OCCLUSION_MISTAKES, confirm_with=occlusion_confirmations(rng))
-    check_against(student_fn, ref_sinks.occlusion_effects, (toy_logprob(rng), np.array([3, 1, 4, 1, 5])), **check)
-    check_against(student_fn, ref_sinks.occlusion_effects, (sink_logprob(rng), np.array([7, 2, 9])), **check)
-    check_against(student_fn, ref_sinks.occlusion_effects, (toy_logprob(rng), [2, 11]), **check)
+    confirm = occlusion_confirmations(rng)
+    check_against(student_fn, ref_sinks.occlusion_effects, (toy_logprob(rng), np.array([3, 1, 4, 1, 5])),
+                  declared=OCCLUSION_EFFECTS, confirm_with=confirm)
+    check_against(student_fn, ref_sinks.occlusion_effects, (sink_logprob(rng), np.array([7, 2, 9])),
+                  declared=OCCLUSION_EFFECTS, confirm_with=confirm)
+    check_against(student_fn, ref_sinks.occlusion_effects, (toy_logprob(rng), [2, 11]), declared=OCCLUSION_EFFECTS,
+                  confirm_with=confirm)
     print("occlusion_effects: all visible checks passed.")
 
 
@@ -173,9 +184,15 @@ SLIDING_WINDOW_MISTAKES = [
 # "the sinks counted inside the window" is the same mask as a window one too narrow.
 SLIDING_WINDOW_CONFIRMATIONS = [((9, 4, 2), {}), ((11, 3, 3), {})]
 
+# read by mask_check (a mask is compared exactly, as booleans), not by check_against
+SLIDING_WINDOW_MASK = Check(name="sliding_window_mask", diagnoses=SLIDING_WINDOW_MISTAKES,
+                            confirm_with=SLIDING_WINDOW_CONFIRMATIONS)
 
-def _mask_check(student_fn, args, name="sliding_window_mask", diagnoses=SLIDING_WINDOW_MISTAKES,
-                confirm_with=SLIDING_WINDOW_CONFIRMATIONS):
+
+def mask_check(student_fn, args, declared=SLIDING_WINDOW_MASK, **options):
+    """check_against for a boolean mask, read from `declared` (its fields given as keywords on top)."""
+    check = dataclasses.replace(declared, **options)
+    name = check.name
     shown = call_text(name, args)
     raw = call(student_fn, *args, name=name)
     expected = ref_sinks.sliding_window_mask(*args)
@@ -185,8 +202,8 @@ def _mask_check(student_fn, args, name="sliding_window_mask", diagnoses=SLIDING_
                    f"query may read the key): build it from comparisons such as j <= i, combined with & and |.")
     if np.array_equal(np.asarray(raw), expected):
         return
-    probes = Probes(student_fn, ref_sinks.sliding_window_mask, args, {}, name, (), confirm_with=confirm_with)
-    named = certain_diagnosis(got, expected.astype(float), args, {}, diagnoses, probes)
+    probes = Probes(student_fn, ref_sinks.sliding_window_mask, args, {}, name, (), confirm_with=check.confirm_with)
+    named = certain_diagnosis(got, expected.astype(float), args, {}, check.diagnoses, probes)
     if named:
         raise Hint(f"{shown} is wrong: {named}")
     wrong = np.argwhere(np.asarray(raw) != expected)[0]
@@ -197,7 +214,7 @@ def _mask_check(student_fn, args, name="sliding_window_mask", diagnoses=SLIDING_
 
 def sliding_window_mask(student_fn):
     for args in [(6, 2, 1), (5, 3, 0), (7, 2, 2), (4, 4, 1), (3, 1, 0)]:
-        _mask_check(student_fn, args)
+        mask_check(student_fn, args, declared=SLIDING_WINDOW_MASK)
     print("sliding_window_mask: all visible checks passed.")
 
 
@@ -252,7 +269,7 @@ PERPLEXITY_MISTAKES = [
 ]
 
 
-def _possible_perplexity(got, args, kwargs):
+def possible_perplexity(got, args, kwargs):
     """Every probability is at most 1, so every loss -ln p is at least 0 and a perplexity at least 1."""
     if float(got) < 1 - 1e-9:
         return (f"a perplexity of {float(got):.4g} is impossible: below 1 it would need probabilities above 1. "
@@ -262,6 +279,9 @@ def _possible_perplexity(got, args, kwargs):
 
 OVERFLOW_HINT = ("np.exp of large logits overflows. Subtract each row's maximum before exponentiating "
                  "(log softmax = x - max - log(sum(exp(x - max)))); it changes nothing mathematically.")
+
+PERPLEXITY = Check(name="perplexity", diagnoses=PERPLEXITY_MISTAKES, nonfinite_hint=OVERFLOW_HINT,
+                   extra_checks=(possible_perplexity,))
 
 
 def perplexity_case(rng, T, vocab, scale=3.0, offset=0.0):
@@ -273,12 +293,11 @@ def perplexity_case(rng, T, vocab, scale=3.0, offset=0.0):
 
 def perplexity(student_fn):
     rng = np.random.default_rng(63)
-    check = dict(name="perplexity", diagnoses=PERPLEXITY_MISTAKES, nonfinite_hint=OVERFLOW_HINT,
-                 extra_checks=[_possible_perplexity])
-    check_against(student_fn, ref_sinks.perplexity, perplexity_case(rng, 5, 7), **check)
-    check_against(student_fn, ref_sinks.perplexity, perplexity_case(rng, 2, 4), **check)
-    check_against(student_fn, ref_sinks.perplexity, perplexity_case(rng, 6, 5, offset=1500.0), **check)
-    uniform = check_against(student_fn, ref_sinks.perplexity, (np.zeros((4, 10)), np.array([1, 2, 3, 4])), **check)
+    check_against(student_fn, ref_sinks.perplexity, perplexity_case(rng, 5, 7), declared=PERPLEXITY)
+    check_against(student_fn, ref_sinks.perplexity, perplexity_case(rng, 2, 4), declared=PERPLEXITY)
+    check_against(student_fn, ref_sinks.perplexity, perplexity_case(rng, 6, 5, offset=1500.0), declared=PERPLEXITY)
+    uniform = check_against(student_fn, ref_sinks.perplexity, (np.zeros((4, 10)), np.array([1, 2, 3, 4])),
+                            declared=PERPLEXITY)
     print(f"perplexity: all visible checks passed (uniform logits over 10 tokens give {float(uniform):.4g}).")
 
 
@@ -330,6 +349,10 @@ INDUCTION_MISTAKES = [
      "this reads key i - period - 1, the token BEFORE the earlier occurrence; use key i - period + 1."),
 ]
 
+DIAGONAL_SCORE = Check(name="diagonal_score", diagnoses=DIAGONAL_MISTAKES)
+PREVIOUS_TOKEN_SCORE = Check(name="previous_token_score", diagnoses=PREVIOUS_TOKEN_MISTAKES)
+INDUCTION_SCORE = Check(name="induction_score", diagnoses=INDUCTION_MISTAKES)
+
 
 def scores_case(rng, H, T, causal=True):
     return (causal_weights if causal else full_weights)(rng, H, T)
@@ -337,84 +360,33 @@ def scores_case(rng, H, T, causal=True):
 
 def diagonal_score(student_fn):
     rng = np.random.default_rng(64)
-    check = dict(name="diagonal_score", diagnoses=DIAGONAL_MISTAKES)
-    check_against(student_fn, ref_sinks.diagonal_score, (scores_case(rng, 3, 5),), **check)
-    check_against(student_fn, ref_sinks.diagonal_score, (scores_case(rng, 2, 4, causal=False),), **check)
-    check_against(student_fn, ref_sinks.diagonal_score, (np.eye(3)[None].repeat(2, axis=0),), **check)
+    for weights in (scores_case(rng, 3, 5), scores_case(rng, 2, 4, causal=False), np.eye(3)[None].repeat(2, axis=0)):
+        check_against(student_fn, ref_sinks.diagonal_score, (weights,), declared=DIAGONAL_SCORE)
     print("diagonal_score: all visible checks passed.")
 
 
 def previous_token_score(student_fn):
     rng = np.random.default_rng(65)
-    check = dict(name="previous_token_score", diagnoses=PREVIOUS_TOKEN_MISTAKES)
-    check_against(student_fn, ref_sinks.previous_token_score, (scores_case(rng, 3, 5),), **check)
-    check_against(student_fn, ref_sinks.previous_token_score, (scores_case(rng, 2, 6, causal=False),), **check)
+    check_against(student_fn, ref_sinks.previous_token_score, (scores_case(rng, 3, 5),),
+                  declared=PREVIOUS_TOKEN_SCORE)
+    check_against(student_fn, ref_sinks.previous_token_score, (scores_case(rng, 2, 6, causal=False),),
+                  declared=PREVIOUS_TOKEN_SCORE)
     shifted = np.eye(4, k=-1)
     shifted[0, 0] = 1.0  # a perfect previous-token head: query i reads key i - 1 (query 0 reads itself)
-    check_against(student_fn, ref_sinks.previous_token_score, (shifted[None],), **check)
+    check_against(student_fn, ref_sinks.previous_token_score, (shifted[None],), declared=PREVIOUS_TOKEN_SCORE)
     print("previous_token_score: all visible checks passed.")
 
 
 def induction_score(student_fn):
     rng = np.random.default_rng(66)
-    check = dict(name="induction_score", diagnoses=INDUCTION_MISTAKES)
-    check_against(student_fn, ref_sinks.induction_score, (scores_case(rng, 3, 8), 4), **check)
-    check_against(student_fn, ref_sinks.induction_score, (scores_case(rng, 2, 6, causal=False), 3), **check)
-    check_against(student_fn, ref_sinks.induction_score, (scores_case(rng, 1, 2), 1), **check)
+    check_against(student_fn, ref_sinks.induction_score, (scores_case(rng, 3, 8), 4), declared=INDUCTION_SCORE)
+    check_against(student_fn, ref_sinks.induction_score, (scores_case(rng, 2, 6, causal=False), 3),
+                  declared=INDUCTION_SCORE)
+    check_against(student_fn, ref_sinks.induction_score, (scores_case(rng, 1, 2), 1), declared=INDUCTION_SCORE)
     print("induction_score: all visible checks passed.")
 
 
-# ---------------------------------------------------------------- ablate_heads
-
-def _ablation(attention, heads, every_layer=False, zero_queries=False, kv_head=False):
-    pairs = [tuple(int(x) for x in p) for p in heads]
-
-    def ablated(q, k, v, mask, layer):
-        chosen = [h for L, h in pairs if every_layer or L == int(layer)]
-        if zero_queries:  # the weights become uniform after the softmax: still renormalised
-            q = np.array(q, dtype=float, copy=True)
-            q[chosen] = 0.0
-            return np.asarray(attention(q, k, v, mask))
-        out = np.array(attention(q, k, v, mask), dtype=float, copy=True)
-        if kv_head:
-            group = np.shape(q)[0] // np.shape(k)[0]
-            chosen = [h2 for h in chosen for h2 in range(np.shape(q)[0]) if h2 // group == h // group]
-        out[chosen] = 0.0
-        return out
-
-    return ablated
-
-
-def ablation_mistakes(attention, heads):
-    return [
-        (_ablation(attention, heads, every_layer=True),
-         "the listed heads are zeroed in EVERY layer; only the pairs (layer, head) given should be, each in its own "
-         "layer (compare the `layer` argument)."),
-        (_ablation(attention, heads, zero_queries=True),
-         "the head still has an output: zeroing its query (or its scores) makes the weights uniform after the "
-         "softmax, which renormalises them. Ablation sets the head's OUTPUT to zero."),
-        (_ablation(attention, heads, kv_head=True),
-         "every query head sharing the key/value head was zeroed; ablate only the listed query heads."),
-    ]
-
-
-def gqa_inputs(rng, n_q, n_kv, T, d_head):
-    return (rng.normal(size=(n_q, T, d_head)), rng.normal(size=(n_kv, T, d_head)), rng.normal(size=(n_kv, T, d_head)),
-            causal_mask(T))
-
-
-def check_ablation(student_fn, attention, heads, cases, shown_heads=None):
-    """cases: [(q, k, v, mask, layer), ...] to run the returned function on."""
-    name = f"ablate_heads({getattr(attention, '__name__', 'attention')}, {shown_heads or list(heads)!r})"
-    ablated = call(student_fn, attention, heads, name="ablate_heads")
-    if not callable(ablated):
-        raise Hint(f"{name} returned {type(ablated).__name__}; it must return a function "
-                   f"ablated(q, k, v, mask, layer) (define one inside and return it).")
-    reference = ref_sinks.ablate_heads(attention, heads)
-    for args in cases:
-        check_against(ablated, reference, args, name=f"{name} called as f", diagnoses=ablation_mistakes(attention, heads),
-                      allowed=(attention,))
-
+# ---------------------------------------------------------------- ablate_heads (lesson06_ablation)
 
 def ablate_heads(student_fn):
     rng = np.random.default_rng(67)
