@@ -4,8 +4,8 @@ import math
 import numpy as np
 
 from qkv import attention as ref_attention, cost as ref_cost
-from qkv.checking import (Hint, call, call_text, call_with_peak_memory, check_against, expect_array, expect_number,
-                          seal)
+from qkv.checking import Check, Hint, call, call_text, check_against, expect_array, expect_number, seal
+from qkv.checks.lesson07_memory import memory_of_causal, memory_of_chunked
 
 # The KV-cache step hands out the library's softmax: the lesson is about what is cached, not about softmax.
 TOOLS = (ref_attention.softmax,)
@@ -25,12 +25,13 @@ COST_RATIO_MISTAKES = [
      "doubling the ratio is not squaring it: (n_new / n_old)^2."),
 ]
 
+COST_RATIO = Check(name="cost_ratio", diagnoses=COST_RATIO_MISTAKES, rtol=1e-9, atol=1e-9)
+
 
 def cost_ratio(student_cost_ratio):
-    check = dict(name="cost_ratio", diagnoses=COST_RATIO_MISTAKES, rtol=1e-9, atol=1e-9)
-    check_against(student_cost_ratio, ref_cost.cost_ratio, (8, 16), **check)
-    check_against(student_cost_ratio, ref_cost.cost_ratio, (1024, 3072), **check)
-    check_against(student_cost_ratio, ref_cost.cost_ratio, (100, 50), **check)
+    check_against(student_cost_ratio, ref_cost.cost_ratio, (8, 16), declared=COST_RATIO)
+    check_against(student_cost_ratio, ref_cost.cost_ratio, (1024, 3072), declared=COST_RATIO)
+    check_against(student_cost_ratio, ref_cost.cost_ratio, (100, 50), declared=COST_RATIO)
     print("cost_ratio: all visible checks passed.")
 
 
@@ -59,6 +60,8 @@ FIT_EXPONENT_MISTAKES = [
      "this uses only the first and the last point; fit a line through all the points by least squares."),
 ]
 
+FIT_EXPONENT = Check(name="fit_exponent", diagnoses=FIT_EXPONENT_MISTAKES, rtol=1e-6, atol=1e-9)
+
 
 def power_law(rng, n, exponent, noise):
     sizes = np.sort(rng.choice(np.arange(16, 20000), size=n, replace=False)).astype(float)
@@ -68,12 +71,11 @@ def power_law(rng, n, exponent, noise):
 
 def fit_exponent(student_fit_exponent):
     rng = np.random.default_rng(70)
-    check = dict(name="fit_exponent", diagnoses=FIT_EXPONENT_MISTAKES, rtol=1e-6, atol=1e-9)
     sizes = np.array([128.0, 256, 512, 1024])
-    check_against(student_fit_exponent, ref_cost.fit_exponent, (sizes, 5 * sizes ** 2), **check)
-    check_against(student_fit_exponent, ref_cost.fit_exponent, power_law(rng, 6, 1.5, 0.2), **check)
+    check_against(student_fit_exponent, ref_cost.fit_exponent, (sizes, 5 * sizes ** 2), declared=FIT_EXPONENT)
+    check_against(student_fit_exponent, ref_cost.fit_exponent, power_law(rng, 6, 1.5, 0.2), declared=FIT_EXPONENT)
     check_against(student_fit_exponent, ref_cost.fit_exponent, ([10, 20, 40, 80, 160], [2.0, 3.1, 8.0, 14.0, 40.0]),
-                  **check)
+                  declared=FIT_EXPONENT)
     print("fit_exponent: all visible checks passed.")
 
 
@@ -111,6 +113,8 @@ ATTENTION_STEP_MISTAKES = [
      "head, h // (H_q // H_kv), which is np.repeat's order (lesson 05)."),
 ] + [(lambda q, k, v, axis=axis: _step(q, k, v, softmax_axis=axis), STEP_WRONG_AXIS) for axis in (0, 1)]
 
+ATTENTION_STEP = Check(name="attention_step", diagnoses=ATTENTION_STEP_MISTAKES, allowed=TOOLS)
+
 
 def step_case(rng, n_q, n_kv, T, d_head):
     return (rng.normal(size=(n_q, 1, d_head)) * 1.5, rng.normal(size=(n_kv, T, d_head)) * 1.5,
@@ -119,10 +123,9 @@ def step_case(rng, n_q, n_kv, T, d_head):
 
 def attention_step(student_attention_step):
     rng = np.random.default_rng(71)
-    check = dict(name="attention_step", diagnoses=ATTENTION_STEP_MISTAKES, allowed=TOOLS)
-    check_against(student_attention_step, ref_cost.attention_step, step_case(rng, 4, 2, 5, 3), **check)
-    check_against(student_attention_step, ref_cost.attention_step, step_case(rng, 6, 3, 3, 4), **check)
-    check_against(student_attention_step, ref_cost.attention_step, step_case(rng, 2, 2, 1, 4), **check)
+    check_against(student_attention_step, ref_cost.attention_step, step_case(rng, 4, 2, 5, 3), declared=ATTENTION_STEP)
+    check_against(student_attention_step, ref_cost.attention_step, step_case(rng, 6, 3, 3, 4), declared=ATTENTION_STEP)
+    check_against(student_attention_step, ref_cost.attention_step, step_case(rng, 2, 2, 1, 4), declared=ATTENTION_STEP)
     print("attention_step: all visible checks passed.")
 
 
@@ -138,6 +141,8 @@ APPEND_MISTAKES = [
      "k and v are swapped: return (k_cache, v_cache) in that order."),
 ]
 
+APPEND_TO_CACHE = Check(name="append_to_cache", diagnoses=APPEND_MISTAKES, outputs=("k_cache", "v_cache"))
+
 
 def cache_case(rng, n_kv, T, n_new, d_head, d_v=None):
     d_v = d_head if d_v is None else d_v
@@ -147,10 +152,10 @@ def cache_case(rng, n_kv, T, n_new, d_head, d_v=None):
 
 def append_to_cache(student_append):
     rng = np.random.default_rng(72)
-    check = dict(name="append_to_cache", diagnoses=APPEND_MISTAKES, outputs=("k_cache", "v_cache"))
-    check_against(student_append, ref_cost.append_to_cache, cache_case(rng, 2, 3, 1, 4), **check)
-    check_against(student_append, ref_cost.append_to_cache, cache_case(rng, 3, 2, 2, 4, d_v=5), **check)
-    check_against(student_append, ref_cost.append_to_cache, cache_case(rng, 2, 0, 1, 3), **check)
+    check_against(student_append, ref_cost.append_to_cache, cache_case(rng, 2, 3, 1, 4), declared=APPEND_TO_CACHE)
+    check_against(student_append, ref_cost.append_to_cache, cache_case(rng, 3, 2, 2, 4, d_v=5),
+                  declared=APPEND_TO_CACHE)
+    check_against(student_append, ref_cost.append_to_cache, cache_case(rng, 2, 0, 1, 3), declared=APPEND_TO_CACHE)
     print("append_to_cache: all visible checks passed.")
 
 
@@ -283,6 +288,12 @@ CHUNKED_OVERFLOW = ("these scores go above 709, where np.exp overflows to infini
                     "running max subtracted before the exponentials, exp(scores - m_new), and are the running sum "
                     "and output rescaled by exp(old_max - new_max) when it grows?")
 
+CHUNKED_ATTENTION = Check(name="chunked_attention", diagnoses=CHUNKED_MISTAKES, nonfinite_hint=CHUNKED_NONFINITE,
+                          rtol=1e-6, atol=1e-6)
+# the same check on scores past exp's limit, where a NaN or infinity means an unsubtracted max
+CHUNKED_ATTENTION_OVERFLOW = Check(name="chunked_attention", diagnoses=CHUNKED_MISTAKES,
+                                   nonfinite_hint=CHUNKED_OVERFLOW, rtol=1e-6, atol=1e-6)
+
 
 def overflow_case(rng, n_q, n_k, d, d_v, top=1000.0):
     """Scores up to about `top`, far past exp's limit of 709, with every query's largest score on the first key: the
@@ -300,64 +311,18 @@ def chunked_case(rng, n_q, n_k, d, d_v, spread=2.0, rising=False):
     return Q, K, V
 
 
-def _peak_beyond(student_fn, name, args, shape):
-    """(the student's peak memory during the call, beyond the bytes of its inputs): a sandboxed kernel counts the
-    inputs once, a local call their copies; what is left is what the function allocated."""
-    result, peak = call_with_peak_memory(student_fn, *args, name=name)
-    expect_array(result[0] if isinstance(result, tuple) else result, shape, call_text(name, args))
-    inputs = sum(a.nbytes for a in args if isinstance(a, np.ndarray))
-    return max(0, peak - inputs)
-
-
-def _mib(n_bytes):
-    return f"{n_bytes / 2**20:.2f} MiB" if n_bytes >= 2**20 else f"{n_bytes / 2**10:.0f} KiB"
-
-
-def memory_of_chunked(student_chunked, name="chunked_attention", n_q=32, n_k=16384, chunk=64, d=4, seed=7):
-    """Chunks of KEYS with a running max and sum need O(n_q * chunk) memory beyond the inputs, whatever n_k; the
-    [n_q, n_k] score matrix, or a chunk of queries against every key ([n_q, n_k] too, since n_q <= chunk here)
-    needs O(n_q * n_k). n_k is much larger than chunk, so the two are far apart."""
-    rng = np.random.default_rng(seed)
-    Q, K, V = rng.normal(size=(n_q, d)), rng.normal(size=(n_k, d)), rng.normal(size=(n_k, d))
-    used = _peak_beyond(student_chunked, name, (Q, K, V, chunk), (n_q, d))
-    full = n_q * n_k * 8
-    if used >= full / 2:
-        raise Hint(f"{name} allocated {_mib(used)} beyond its inputs for {n_q} queries against {n_k} keys in chunks "
-                   f"of {chunk}: that is the scale of the whole [{n_q}, {n_k}] float64 score matrix ({_mib(full)}), "
-                   f"not of one [{n_q}, {chunk}] block ({_mib(n_q * chunk * 8)}). Loop over chunks of the KEYS with a "
-                   f"running max, sum and output per query: a loop over chunks of the queries with a full softmax "
-                   f"over every key, or scores computed before the loop, holds every score of a query at once.")
-    return used
-
-
-def memory_of_causal(student_causal, name="causal_chunked_attention", T=2048, chunk=32, d=2, seed=8):
-    """Blocks of [chunk, chunk] need O(chunk^2 + T * d) memory beyond the inputs; a block of queries against every
-    (past) key needs [chunk, T], the masked [T, T] matrix T / chunk times more."""
-    rng = np.random.default_rng(seed)
-    Q, K, V = rng.normal(size=(T, d)), rng.normal(size=(T, d)), rng.normal(size=(T, d))
-    used = _peak_beyond(student_causal, name, (Q, K, V, chunk), (T, d))
-    strip = chunk * T * 8
-    if used >= 0.75 * strip:    # the last chunk of queries against its past alone is a whole strip
-        raise Hint(f"{name} allocated {_mib(used)} beyond its inputs for T = {T} in chunks of {chunk}: that is the "
-                   f"scale of a [{chunk}, {T}] strip of scores, a chunk of queries against every key ({_mib(strip)}; "
-                   f"the masked [T, T] matrix is {_mib(T * T * 8)}), not of one [{chunk}, {chunk}] block "
-                   f"({_mib(chunk * chunk * 8)}). Cut the keys into chunks too: each block on or below the diagonal "
-                   f"goes through the running max and sum, and the blocks above it are never computed.")
-    return used
-
-
 def chunked_attention(student_chunked):
     rng = np.random.default_rng(73)
-    check = dict(name="chunked_attention", diagnoses=CHUNKED_MISTAKES, nonfinite_hint=CHUNKED_NONFINITE,
-                 rtol=1e-6, atol=1e-6)
     check_against(student_chunked, ref_cost.chunked_attention,
-                  (*chunked_case(rng, 3, 8, 4, 2, rising=True), 4), **check)
+                  (*chunked_case(rng, 3, 8, 4, 2, rising=True), 4), declared=CHUNKED_ATTENTION)
     check_against(student_chunked, ref_cost.chunked_attention,
-                  (*chunked_case(rng, 4, 10, 3, 5, rising=True), 4), **check)
-    check_against(student_chunked, ref_cost.chunked_attention, (*chunked_case(rng, 2, 5, 4, 3), 1), **check)
-    check_against(student_chunked, ref_cost.chunked_attention, (*chunked_case(rng, 2, 5, 4, 3), 8), **check)
+                  (*chunked_case(rng, 4, 10, 3, 5, rising=True), 4), declared=CHUNKED_ATTENTION)
+    check_against(student_chunked, ref_cost.chunked_attention, (*chunked_case(rng, 2, 5, 4, 3), 1),
+                  declared=CHUNKED_ATTENTION)
+    check_against(student_chunked, ref_cost.chunked_attention, (*chunked_case(rng, 2, 5, 4, 3), 8),
+                  declared=CHUNKED_ATTENTION)
     check_against(student_chunked, ref_cost.chunked_attention, (*overflow_case(rng, 3, 9, 4, 2), 4),
-                  **{**check, "nonfinite_hint": CHUNKED_OVERFLOW})
+                  declared=CHUNKED_ATTENTION_OVERFLOW)
     memory_of_chunked(student_chunked)
     print("chunked_attention: all visible checks passed (and it never holds the whole score matrix).")
 
@@ -396,6 +361,13 @@ CAUSAL_NONFINITE = ("a block of queries ended up with no key at all: the block o
                     "(with its future half masked), since it holds each query's own key; only blocks strictly "
                     "above the diagonal are skipped. (An upside-down rescaling exp(new_max - old_max) overflows too.)")
 
+CAUSAL_CHUNKED_ATTENTION = Check(name="causal_chunked_attention", diagnoses=CAUSAL_MISTAKES,
+                                 nonfinite_hint=CAUSAL_NONFINITE, outputs=("output", "blocks computed"),
+                                 rtol=1e-6, atol=1e-6)
+CAUSAL_CHUNKED_ATTENTION_OVERFLOW = Check(name="causal_chunked_attention", diagnoses=CAUSAL_MISTAKES,
+                                          nonfinite_hint=CHUNKED_OVERFLOW, outputs=("output", "blocks computed"),
+                                          rtol=1e-6, atol=1e-6)
+
 
 def causal_case(rng, T, d, d_v, spread=2.0):
     return rng.normal(size=(T, d)), rng.normal(size=(T, d)) * spread, rng.normal(size=(T, d_v))
@@ -403,13 +375,11 @@ def causal_case(rng, T, d, d_v, spread=2.0):
 
 def causal_chunked_attention(student_causal):
     rng = np.random.default_rng(74)
-    check = dict(name="causal_chunked_attention", diagnoses=CAUSAL_MISTAKES, nonfinite_hint=CAUSAL_NONFINITE,
-                 outputs=("output", "blocks computed"), rtol=1e-6, atol=1e-6)
-    check_against(student_causal, ref_cost.causal_chunked_attention, (*causal_case(rng, 8, 4, 3), 2), **check)
-    check_against(student_causal, ref_cost.causal_chunked_attention, (*causal_case(rng, 7, 3, 2), 3), **check)
-    check_against(student_causal, ref_cost.causal_chunked_attention, (*causal_case(rng, 5, 4, 2), 5), **check)
+    for T, d, d_v, chunk in [(8, 4, 3, 2), (7, 3, 2, 3), (5, 4, 2, 5)]:
+        check_against(student_causal, ref_cost.causal_chunked_attention, (*causal_case(rng, T, d, d_v), chunk),
+                      declared=CAUSAL_CHUNKED_ATTENTION)
     check_against(student_causal, ref_cost.causal_chunked_attention, (*overflow_case(rng, 9, 9, 4, 2), 3),
-                  **{**check, "nonfinite_hint": CHUNKED_OVERFLOW})
+                  declared=CAUSAL_CHUNKED_ATTENTION_OVERFLOW)
     memory_of_causal(student_causal)
     print("causal_chunked_attention: all visible checks passed (and it never holds more than a block of scores).")
 
