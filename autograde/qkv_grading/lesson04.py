@@ -6,7 +6,7 @@ import functools
 
 import numpy as np
 
-from qkv import attention as ref, masking, probes
+from qkv import attention as ref_attention, masking, probes
 from qkv.checking import check_against, seal
 from qkv.checks import lesson04 as visible
 from qkv_grading import distinct_sizes, expect_answer, fresh_rng

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from qkv import heads as ref
+from qkv import heads as ref_heads
 from qkv.checks import lesson05 as visible
 from qkv.checking import check_against, seal
 from qkv_grading import distinct_sizes, expect_answer, fresh_rng
@@ -20,13 +20,14 @@ GRADED_REFERENCES = ("qkv.heads.split_heads", "qkv.heads.merge_heads", "qkv.head
 def split_heads(student_split_heads):
     rng = fresh_rng()
     # fixed: entry (t, c) = 100 t + c, so every misplaced number shows; T, n_heads, d_head all differ
-    check_against(student_split_heads, ref.split_heads, (SPLIT_FIXED,), {"n_heads": 3}, declared=visible.SPLIT_HEADS)
+    check_against(student_split_heads, ref_heads.split_heads, (SPLIT_FIXED,), {"n_heads": 3},
+                  declared=visible.SPLIT_HEADS)
     T, n_heads, d_head = distinct_sizes(rng, 3, 2, 8)
     cases = [(rng.normal(size=(T, n_heads * d_head)) * 1e6, n_heads),
              (rng.normal(size=(d_head, T * n_heads)).astype(np.float32) * 1e-6, T),
              (rng.normal(size=(n_heads, d_head)), 1)]
     for args in cases:
-        check_against(student_split_heads, ref.split_heads, args, declared=visible.SPLIT_HEADS)
+        check_against(student_split_heads, ref_heads.split_heads, args, declared=visible.SPLIT_HEADS)
 
 
 SPLIT_FIXED = 100.0 * np.arange(2)[:, None] + np.arange(12)[None, :]      # T = 2, 3 heads of 4
@@ -35,11 +36,11 @@ MERGE_FIXED = 100.0 * np.arange(3)[:, None, None] + 10.0 * np.arange(2)[None, :,
 
 def merge_heads(student_merge_heads):
     rng = fresh_rng()
-    check_against(student_merge_heads, ref.merge_heads, (MERGE_FIXED,), declared=visible.MERGE_HEADS)
+    check_against(student_merge_heads, ref_heads.merge_heads, (MERGE_FIXED,), declared=visible.MERGE_HEADS)
     n_heads, T, d_head = distinct_sizes(rng, 3, 2, 8)
     for x in (rng.normal(size=(n_heads, T, d_head)) * 1e6, rng.normal(size=(T, d_head, n_heads)).astype(np.float32),
               rng.normal(size=(1, n_heads, T))):
-        check_against(student_merge_heads, ref.merge_heads, (x,), declared=visible.MERGE_HEADS)
+        check_against(student_merge_heads, ref_heads.merge_heads, (x,), declared=visible.MERGE_HEADS)
 
 
 def _some_visible(rng, n_q, n_k, p=0.6):
@@ -83,18 +84,19 @@ def grouped_query_attention(student_gqa):
     # another grouping again), T_q != T_k, a mask that is not causal, by keyword
     fixed_rng = np.random.default_rng(1006)
     q, k, v = visible.gqa_case(fixed_rng, 6, 2, 3, 4, T_k=5)
-    check_against(student_gqa, ref.grouped_query_attention, (q, k, v), {"mask": _some_visible(fixed_rng, 3, 5, 0.7)},
-                  declared=visible.GROUPED_QUERY_ATTENTION)
+    check_against(student_gqa, ref_heads.grouped_query_attention, (q, k, v),
+                  {"mask": _some_visible(fixed_rng, 3, 5, 0.7)}, declared=visible.GROUPED_QUERY_ATTENTION)
     T, T_k, d_head = distinct_sizes(rng, 3, 2, 8)
     for n_q, n_kv in [(6, 3), (9, 3), (8, 2), (5, 5), (4, 1)]:
-        check_against(student_gqa, ref.grouped_query_attention, visible.gqa_case(rng, n_q, n_kv, T, d_head, T_k=T_k),
-                      {"mask": _some_visible(rng, T, T_k, 0.7)}, declared=visible.GROUPED_QUERY_ATTENTION)
-    check_against(student_gqa, ref.grouped_query_attention, visible.gqa_case(rng, 6, 2, T, d_head),
+        check_against(student_gqa, ref_heads.grouped_query_attention,
+                      visible.gqa_case(rng, n_q, n_kv, T, d_head, T_k=T_k), {"mask": _some_visible(rng, T, T_k, 0.7)},
+                      declared=visible.GROUPED_QUERY_ATTENTION)
+    check_against(student_gqa, ref_heads.grouped_query_attention, visible.gqa_case(rng, 6, 2, T, d_head),
                   {"mask": visible.causal(T)}, declared=visible.GROUPED_QUERY_ATTENTION)
-    check_against(student_gqa, ref.grouped_query_attention, visible.gqa_case(rng, 8, 4, T, d_head, T_k=T_k),
+    check_against(student_gqa, ref_heads.grouped_query_attention, visible.gqa_case(rng, 8, 4, T, d_head, T_k=T_k),
                   declared=visible.GROUPED_QUERY_ATTENTION)
     q, k, v = (a.astype(np.float32) for a in visible.gqa_case(rng, 6, 3, 4, 4))
-    check_against(student_gqa, ref.grouped_query_attention, (q, k, v, visible.causal(4)),
+    check_against(student_gqa, ref_heads.grouped_query_attention, (q, k, v, visible.causal(4)),
                   rtol=1e-3, atol=1e-4, declared=visible.GROUPED_QUERY_ATTENTION)
 
 
@@ -104,16 +106,16 @@ def kv_cache_bytes_per_token(student_kv_bytes):
     # bytes_per_element and forgetting the factor 2 give different numbers
     only_contract = SimpleNamespace(n_layers=3, n_heads=12, n_kv_heads=4, d_head=5)
     for bytes_per_element in (4, 1, 2):
-        check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (only_contract, bytes_per_element),
+        check_against(student_kv_bytes, ref_heads.kv_cache_bytes_per_token, (only_contract, bytes_per_element),
                       declared=visible.KV_CACHE_BYTES_PER_TOKEN)
     n_layers, n_kv, d_head, group = distinct_sizes(rng, 4, 2, 40)
-    config = ref.AttentionShape("drawn", n_layers=n_layers, d_model=int(rng.integers(2, 4000)),
-                                n_heads=n_kv * group, n_kv_heads=n_kv, d_head=d_head)
-    check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (config,), {"bytes_per_element": 2},
+    config = ref_heads.AttentionShape("drawn", n_layers=n_layers, d_model=int(rng.integers(2, 4000)),
+                                      n_heads=n_kv * group, n_kv_heads=n_kv, d_head=d_head)
+    check_against(student_kv_bytes, ref_heads.kv_cache_bytes_per_token, (config,), {"bytes_per_element": 2},
                   declared=visible.KV_CACHE_BYTES_PER_TOKEN)
-    check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (ref.QWEN25_05B, 2),
+    check_against(student_kv_bytes, ref_heads.kv_cache_bytes_per_token, (ref_heads.QWEN25_05B, 2),
                   declared=visible.KV_CACHE_BYTES_PER_TOKEN)
-    check_against(student_kv_bytes, ref.kv_cache_bytes_per_token, (ref.GPT2_SMALL, 4),
+    check_against(student_kv_bytes, ref_heads.kv_cache_bytes_per_token, (ref_heads.GPT2_SMALL, 4),
                   declared=visible.KV_CACHE_BYTES_PER_TOKEN)
 
 
