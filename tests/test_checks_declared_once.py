@@ -1,0 +1,75 @@
+"""Issue 23.3: each graded function's check is declared once, in `qkv.checks.lessonNN`, as a `Check`; the visible
+checks and the hidden tests both read that declaration, so a hint or a mistake added to one layer is in the other.
+
+Read with ast, so the rule holds for code that is never run by a particular test.
+"""
+import ast
+import dataclasses
+import pathlib
+
+import pytest
+
+from qkv.checking.compare import Check
+from qkv.lessons import LESSONS
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+VISIBLE = ROOT / "source_lib" / "qkv" / "checks"
+HIDDEN = ROOT / "autograde" / "qkv_grading"
+# what a check is: given once in its declaration. Tolerances and confirmations may differ per input.
+DECLARED_ONLY = {"name", "diagnoses", "extra_checks", "nonfinite_hint", "outputs", "allowed", "allow_list"}
+assert DECLARED_ONLY < {field.name for field in dataclasses.fields(Check)}
+
+
+def _calls(path, function_name):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if called == function_name:
+                yield node
+
+
+def _problems(path, hidden):
+    problems = []
+    for node in _calls(path, "dict"):
+        settings = {keyword.arg for keyword in node.keywords} & DECLARED_ONLY
+        if settings:
+            problems.append(f"line {node.lineno}: dict({', '.join(sorted(settings))}=...) builds a check's settings; "
+                            f"declare a Check in qkv.checks")
+    for node in _calls(path, "check_against"):
+        keywords = {keyword.arg: keyword.value for keyword in node.keywords}
+        if None in keywords:
+            problems.append(f"line {node.lineno}: check_against(..., **settings); pass declared=<the Check>")
+        if "declared" not in keywords:
+            problems.append(f"line {node.lineno}: check_against without declared=")
+        repeated = set(keywords) & DECLARED_ONLY
+        if repeated:
+            problems.append(f"line {node.lineno}: check_against repeats {', '.join(sorted(repeated))} beside its "
+                            f"declaration")
+        declared = keywords.get("declared")
+        if hidden and declared is not None and not (
+                isinstance(declared, ast.Attribute) and isinstance(declared.value, ast.Name)
+                and declared.value.id == "visible"):
+            problems.append(f"line {node.lineno}: the hidden test's declaration is not visible.<NAME> "
+                            f"(the lesson's qkv.checks module)")
+    return problems
+
+
+@pytest.mark.parametrize("number", [lesson.number for lesson in LESSONS])
+def test_each_graded_check_is_declared_once_and_both_layers_read_it(number):
+    visible, hidden = VISIBLE / f"lesson{number}.py", HIDDEN / f"lesson{number}.py"
+    problems = [f"{visible.name} (visible) {p}" for p in _problems(visible, hidden=False)]
+    problems += [f"qkv_grading/{hidden.name} (hidden) {p}" for p in _problems(hidden, hidden=True)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_reader_finds_a_second_declaration_and_a_splatted_dict(tmp_path):
+    source = tmp_path / "lesson98.py"
+    source.write_text("def f(s):\n"
+                      "    check = dict(name='f', diagnoses=[])\n"
+                      "    check_against(s, ref.f, (1,), **check)\n"
+                      "    check_against(s, ref.f, (1,), declared=F, name='g')\n"
+                      "    check_against(s, ref.f, (2,), declared=visible.F, rtol=1e-3)\n"
+                      "    check_against(s, ref.f, (3,), declared=F)\n")
+    found = _problems(source, hidden=True)
+    assert [p.split(":")[0] for p in found] == ["line 2", "line 3", "line 3", "line 4", "line 4", "line 6"], found
