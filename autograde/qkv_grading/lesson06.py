@@ -8,7 +8,7 @@ import functools
 
 import numpy as np
 
-from qkv import sinks as ref
+from qkv import sinks as ref_sinks
 from qkv.checking import check_against, seal
 from qkv.checks import lesson06 as visible
 from qkv.heads import grouped_query_attention
@@ -35,29 +35,29 @@ GRADED_REFERENCES = (
 def first_token_share(student_fn):
     rng = fresh_rng()
     for H, T in [(int(rng.integers(2, 5)), int(rng.integers(4, 9))), (9, 6), (1, 3), (4, 2)]:
-        check_against(student_fn, ref.first_token_share, (visible.causal_weights(rng, H, T),),
+        check_against(student_fn, ref_sinks.first_token_share, (visible.causal_weights(rng, H, T),),
                       declared=visible.FIRST_TOKEN_SHARE)
     # a strong sink: every query gives key 0 most of its weight, query 0 excluded or not makes a difference
     sink = visible.causal_weights(rng, 3, 6)
     sink[:, :, 0] += 4.0
     sink /= sink.sum(axis=-1, keepdims=True)
-    check_against(student_fn, ref.first_token_share, (sink,), declared=visible.FIRST_TOKEN_SHARE)
-    check_against(student_fn, ref.first_token_share, (visible.causal_weights(rng, 3, 5).astype(np.float32),),
+    check_against(student_fn, ref_sinks.first_token_share, (sink,), declared=visible.FIRST_TOKEN_SHARE)
+    check_against(student_fn, ref_sinks.first_token_share, (visible.causal_weights(rng, 3, 5).astype(np.float32),),
                   declared=visible.FIRST_TOKEN_SHARE, rtol=1e-4, atol=1e-6)
 
 
 def contribution_norms(student_fn):
     rng = fresh_rng()
     for T, d_head, d_model in [(int(rng.integers(3, 8)), 4, 6), (5, 3, 3), (2, 5, 4), (6, 2, 9)]:
-        check_against(student_fn, ref.contribution_norms, visible.contribution_case(rng, T, d_head, d_model),
+        check_against(student_fn, ref_sinks.contribution_norms, visible.contribution_case(rng, T, d_head, d_model),
                       declared=visible.CONTRIBUTION_NORMS)
     # a sink-like case: a large weight on a small value vector
     w, v, W_O = visible.contribution_case(rng, 5, 3, 4)
     w = np.array([0.8, 0.05, 0.05, 0.05, 0.05])
     v[0] *= 0.01
-    check_against(student_fn, ref.contribution_norms, (w, v, W_O), declared=visible.CONTRIBUTION_NORMS)
+    check_against(student_fn, ref_sinks.contribution_norms, (w, v, W_O), declared=visible.CONTRIBUTION_NORMS)
     w, v, W_O = (a.astype(np.float32) for a in visible.contribution_case(rng, 4, 3, 5))
-    check_against(student_fn, ref.contribution_norms, (w, v, W_O), declared=visible.CONTRIBUTION_NORMS, rtol=1e-3,
+    check_against(student_fn, ref_sinks.contribution_norms, (w, v, W_O), declared=visible.CONTRIBUTION_NORMS, rtol=1e-3,
                   atol=1e-5)
 
 
@@ -66,13 +66,13 @@ def occlusion_effects(student_fn):
     confirm = visible.occlusion_confirmations(rng)
     for T in (int(rng.integers(4, 8)), 2, 6):
         vocab = int(rng.integers(8, 20))
-        check_against(student_fn, ref.occlusion_effects,
+        check_against(student_fn, ref_sinks.occlusion_effects,
                       (visible.toy_logprob(rng, vocab, decay=float(rng.uniform(0.5, 0.9))),
                        rng.integers(0, vocab, size=T)), declared=visible.OCCLUSION_EFFECTS, confirm_with=confirm)
-    check_against(student_fn, ref.occlusion_effects, (visible.sink_logprob(rng, 10), rng.integers(0, 10, size=5)),
+    check_against(student_fn, ref_sinks.occlusion_effects, (visible.sink_logprob(rng, 10), rng.integers(0, 10, size=5)),
                   declared=visible.OCCLUSION_EFFECTS, confirm_with=confirm)
     # ids given as a plain list, and a sequence whose tokens are all different
-    check_against(student_fn, ref.occlusion_effects, (visible.toy_logprob(rng, 9), [8, 0, 5, 3]),
+    check_against(student_fn, ref_sinks.occlusion_effects, (visible.toy_logprob(rng, 9), [8, 0, 5, 3]),
                   declared=visible.OCCLUSION_EFFECTS, confirm_with=confirm)
 
 
@@ -87,12 +87,13 @@ def sliding_window_mask(student_fn):
 def perplexity(student_fn):
     rng = fresh_rng()
     for T, vocab in [(int(rng.integers(3, 9)), int(rng.integers(5, 30))), (2, 3), (10, 50)]:
-        check_against(student_fn, ref.perplexity, visible.perplexity_case(rng, T, vocab), declared=visible.PERPLEXITY)
+        check_against(student_fn, ref_sinks.perplexity, visible.perplexity_case(rng, T, vocab),
+                      declared=visible.PERPLEXITY)
     # large logits: a log-softmax that exponentiates them directly overflows
-    check_against(student_fn, ref.perplexity, visible.perplexity_case(rng, 5, 8, scale=20.0, offset=3000.0),
+    check_against(student_fn, ref_sinks.perplexity, visible.perplexity_case(rng, 5, 8, scale=20.0, offset=3000.0),
                   declared=visible.PERPLEXITY)
     logits, ids = visible.perplexity_case(rng, 6, 12)
-    check_against(student_fn, ref.perplexity, (logits.astype(np.float32), ids), declared=visible.PERPLEXITY,
+    check_against(student_fn, ref_sinks.perplexity, (logits.astype(np.float32), ids), declared=visible.PERPLEXITY,
                   rtol=1e-3, atol=1e-4)
 
 
@@ -105,27 +106,27 @@ def _score_cases(rng):
 def diagonal_score(student_fn):
     rng = fresh_rng()
     for args in _score_cases(rng):
-        check_against(student_fn, ref.diagonal_score, args, declared=visible.DIAGONAL_SCORE)
-    check_against(student_fn, ref.diagonal_score, (visible.scores_case(rng, 2, 5).astype(np.float32),),
+        check_against(student_fn, ref_sinks.diagonal_score, args, declared=visible.DIAGONAL_SCORE)
+    check_against(student_fn, ref_sinks.diagonal_score, (visible.scores_case(rng, 2, 5).astype(np.float32),),
                   declared=visible.DIAGONAL_SCORE, rtol=1e-4, atol=1e-6)
 
 
 def previous_token_score(student_fn):
     rng = fresh_rng()
     for args in _score_cases(rng):
-        check_against(student_fn, ref.previous_token_score, args, declared=visible.PREVIOUS_TOKEN_SCORE)
-    check_against(student_fn, ref.previous_token_score, (visible.scores_case(rng, 2, 5).astype(np.float32),),
+        check_against(student_fn, ref_sinks.previous_token_score, args, declared=visible.PREVIOUS_TOKEN_SCORE)
+    check_against(student_fn, ref_sinks.previous_token_score, (visible.scores_case(rng, 2, 5).astype(np.float32),),
                   declared=visible.PREVIOUS_TOKEN_SCORE, rtol=1e-4, atol=1e-6)
 
 
 def induction_score(student_fn):
     rng = fresh_rng()
     for H, period in [(int(rng.integers(2, 5)), int(rng.integers(2, 6))), (9, 3), (2, 1), (3, 7)]:
-        check_against(student_fn, ref.induction_score, (visible.scores_case(rng, H, 2 * period), period),
+        check_against(student_fn, ref_sinks.induction_score, (visible.scores_case(rng, H, 2 * period), period),
                       declared=visible.INDUCTION_SCORE)
-    check_against(student_fn, ref.induction_score, (visible.scores_case(rng, 2, 8, causal=False), 4),
+    check_against(student_fn, ref_sinks.induction_score, (visible.scores_case(rng, 2, 8, causal=False), 4),
                   declared=visible.INDUCTION_SCORE)
-    check_against(student_fn, ref.induction_score, (visible.scores_case(rng, 3, 6).astype(np.float32), 3),
+    check_against(student_fn, ref_sinks.induction_score, (visible.scores_case(rng, 3, 6).astype(np.float32), 3),
                   declared=visible.INDUCTION_SCORE, rtol=1e-4, atol=1e-6)
 
 

@@ -3,7 +3,7 @@ trip over: a running max that keeps growing, key counts that are not a multiple 
 longer than the sequence, groupings where np.tile and np.repeat differ, a cache of one token."""
 import numpy as np
 
-from qkv import cost as ref
+from qkv import cost as ref_cost
 from qkv.checks import lesson07 as visible
 from qkv.checking import check_against, seal
 from qkv_grading import expect_answer, fresh_rng
@@ -15,27 +15,28 @@ GRADED_REFERENCES = ("qkv.cost.cost_ratio", "qkv.cost.fit_exponent", "qkv.cost.a
 
 def cost_ratio(student_cost_ratio):
     rng = fresh_rng()
-    check_against(student_cost_ratio, ref.cost_ratio, (4096, 16384), declared=visible.COST_RATIO)
+    check_against(student_cost_ratio, ref_cost.cost_ratio, (4096, 16384), declared=visible.COST_RATIO)
     for _ in range(4):
         n_old, n_new = (int(n) for n in rng.integers(16, 40000, size=2))
-        check_against(student_cost_ratio, ref.cost_ratio, (n_old, n_new), declared=visible.COST_RATIO)
-    check_against(student_cost_ratio, ref.cost_ratio, (int(rng.integers(600, 900)), 300), declared=visible.COST_RATIO)
-    check_against(student_cost_ratio, ref.cost_ratio, (1000.0, 1500.0), declared=visible.COST_RATIO)
+        check_against(student_cost_ratio, ref_cost.cost_ratio, (n_old, n_new), declared=visible.COST_RATIO)
+    check_against(student_cost_ratio, ref_cost.cost_ratio, (int(rng.integers(600, 900)), 300),
+                  declared=visible.COST_RATIO)
+    check_against(student_cost_ratio, ref_cost.cost_ratio, (1000.0, 1500.0), declared=visible.COST_RATIO)
 
 
 def fit_exponent(student_fit_exponent):
     rng = fresh_rng()
     for _ in range(3):
         exponent = float(rng.uniform(1.2, 3.0))
-        check_against(student_fit_exponent, ref.fit_exponent,
+        check_against(student_fit_exponent, ref_cost.fit_exponent,
                       visible.power_law(rng, int(rng.integers(5, 10)), exponent, 0.25), declared=visible.FIT_EXPONENT)
     sizes = 2.0 ** np.arange(7, 13)
-    check_against(student_fit_exponent, ref.fit_exponent, (sizes, 1e-9 * sizes ** 2.5),
+    check_against(student_fit_exponent, ref_cost.fit_exponent, (sizes, 1e-9 * sizes ** 2.5),
                   declared=visible.FIT_EXPONENT)  # exact law
     noisy = visible.power_law(rng, 4, 0.7, 0.3)
-    check_against(student_fit_exponent, ref.fit_exponent, (list(noisy[0]), list(noisy[1])),
+    check_against(student_fit_exponent, ref_cost.fit_exponent, (list(noisy[0]), list(noisy[1])),
                   declared=visible.FIT_EXPONENT)
-    check_against(student_fit_exponent, ref.fit_exponent, ([100, 200], [7.0, 3.0]),
+    check_against(student_fit_exponent, ref_cost.fit_exponent, ([100, 200], [7.0, 3.0]),
                   declared=visible.FIT_EXPONENT)  # two points, falling
 
 
@@ -44,12 +45,12 @@ def attention_step(student_attention_step):
     # groupings where np.tile and np.repeat disagree (6:2, 6:3, 9:3), no grouping (3:3), one kv head (4:1)
     for n_q, n_kv in [(6, 2), (6, 3), (9, 3), (3, 3), (4, 1)]:
         T = int(rng.integers(2, 9))
-        check_against(student_attention_step, ref.attention_step, visible.step_case(rng, n_q, n_kv, T, 4),
+        check_against(student_attention_step, ref_cost.attention_step, visible.step_case(rng, n_q, n_kv, T, 4),
                       declared=visible.ATTENTION_STEP)
-    check_against(student_attention_step, ref.attention_step, visible.step_case(rng, 4, 2, 1, 3),
+    check_against(student_attention_step, ref_cost.attention_step, visible.step_case(rng, 4, 2, 1, 3),
                   declared=visible.ATTENTION_STEP)
     q, k, v = (a.astype(np.float32) for a in visible.step_case(rng, 6, 3, 7, 8))
-    check_against(student_attention_step, ref.attention_step, (q, k, v), declared=visible.ATTENTION_STEP,
+    check_against(student_attention_step, ref_cost.attention_step, (q, k, v), declared=visible.ATTENTION_STEP,
                   rtol=1e-3, atol=1e-4)
 
 
@@ -57,10 +58,10 @@ def append_to_cache(student_append):
     rng = fresh_rng()
     for n_kv, T, n_new, d, d_v in [(3, int(rng.integers(1, 7)), 1, 4, 4), (2, 0, 1, 4, 4), (1, 5, 3, 2, 2),
                                    (2, 4, 1, 3, 5), (4, 2, 2, 6, 6)]:
-        check_against(student_append, ref.append_to_cache, visible.cache_case(rng, n_kv, T, n_new, d, d_v),
+        check_against(student_append, ref_cost.append_to_cache, visible.cache_case(rng, n_kv, T, n_new, d, d_v),
                       declared=visible.APPEND_TO_CACHE)
     case = tuple(a.astype(np.float32) for a in visible.cache_case(rng, 3, 4, 1, 8))
-    check_against(student_append, ref.append_to_cache, case, declared=visible.APPEND_TO_CACHE)
+    check_against(student_append, ref_cost.append_to_cache, case, declared=visible.APPEND_TO_CACHE)
 
 
 HIDDEN_PROMPTS = ["Water freezes at a temperature of", "One, two, three, four,", "The opposite of hot is"]
@@ -76,20 +77,22 @@ def chunked_attention(student_chunked):
     n_k = int(rng.integers(9, 15))
     # chunk sizes: 1, one that leaves a shorter last chunk, an exact divisor, exactly n_k, longer than n_k
     for chunk in (1, 4 if n_k % 4 else 5, 3 if n_k % 3 == 0 else 2, n_k, n_k + 3):
-        check_against(student_chunked, ref.chunked_attention,
+        check_against(student_chunked, ref_cost.chunked_attention,
                       (*visible.chunked_case(rng, int(rng.integers(2, 6)), n_k, 4, 3, rising=True), chunk),
                       declared=visible.CHUNKED_ATTENTION)
     # a falling max (the first chunk holds the largest scores) and large scores that would overflow a plain exp
     Q, K, V = visible.chunked_case(rng, 3, 11, 4, 2, rising=True)
-    check_against(student_chunked, ref.chunked_attention, (Q, K[::-1].copy(), V, 3), declared=visible.CHUNKED_ATTENTION)
-    check_against(student_chunked, ref.chunked_attention,
+    check_against(student_chunked, ref_cost.chunked_attention, (Q, K[::-1].copy(), V, 3),
+                  declared=visible.CHUNKED_ATTENTION)
+    check_against(student_chunked, ref_cost.chunked_attention,
                   (*visible.overflow_case(rng, int(rng.integers(2, 6)), n_k, 4, 3, top=float(rng.uniform(800, 3000))),
                    int(rng.integers(2, 5))), declared=visible.CHUNKED_ATTENTION_OVERFLOW)
-    check_against(student_chunked, ref.chunked_attention, (*visible.chunked_case(rng, 3, 10, 4, 2, spread=300.0), 4),
+    check_against(student_chunked, ref_cost.chunked_attention,
+                  (*visible.chunked_case(rng, 3, 10, 4, 2, spread=300.0), 4),
                   declared=visible.CHUNKED_ATTENTION_OVERFLOW)
     Q, K, V = (a.astype(np.float32) for a in visible.chunked_case(rng, 4, 13, 8, 8, rising=True))
-    check_against(student_chunked, ref.chunked_attention, (Q, K, V, 5), declared=visible.CHUNKED_ATTENTION, rtol=1e-4,
-                  atol=1e-5)
+    check_against(student_chunked, ref_cost.chunked_attention, (Q, K, V, 5), declared=visible.CHUNKED_ATTENTION,
+                  rtol=1e-4, atol=1e-5)
     # few queries, many keys: a chunk of queries against every key is the whole [n_q, n_k] matrix
     chunk = int(rng.choice([32, 64]))
     visible.memory_of_chunked(student_chunked, n_q=int(rng.integers(24, chunk + 1)), chunk=chunk,
@@ -100,16 +103,17 @@ def causal_chunked_attention(student_causal):
     rng = fresh_rng()
     T = int(rng.integers(9, 15))
     for chunk in (1, 4 if T % 4 else 5, 3 if T % 3 == 0 else 2, T, T + 2):
-        check_against(student_causal, ref.causal_chunked_attention, (*visible.causal_case(rng, T, 4, 3), chunk),
+        check_against(student_causal, ref_cost.causal_chunked_attention, (*visible.causal_case(rng, T, 4, 3), chunk),
                       declared=visible.CAUSAL_CHUNKED_ATTENTION)
-    check_against(student_causal, ref.causal_chunked_attention,
+    check_against(student_causal, ref_cost.causal_chunked_attention,
                   (*visible.overflow_case(rng, T, T, 4, 3, top=float(rng.uniform(800, 3000))), int(rng.integers(2, 5))),
                   declared=visible.CAUSAL_CHUNKED_ATTENTION_OVERFLOW)
-    check_against(student_causal, ref.causal_chunked_attention, (*visible.causal_case(rng, 10, 4, 2, spread=300.0), 3),
+    check_against(student_causal, ref_cost.causal_chunked_attention,
+                  (*visible.causal_case(rng, 10, 4, 2, spread=300.0), 3),
                   declared=visible.CAUSAL_CHUNKED_ATTENTION_OVERFLOW)
     Q, K, V = (a.astype(np.float32) for a in visible.causal_case(rng, 11, 8, 8))
-    check_against(student_causal, ref.causal_chunked_attention, (Q, K, V, 4), declared=visible.CAUSAL_CHUNKED_ATTENTION,
-                  rtol=1e-4, atol=1e-5)
+    check_against(student_causal, ref_cost.causal_chunked_attention, (Q, K, V, 4),
+                  declared=visible.CAUSAL_CHUNKED_ATTENTION, rtol=1e-4, atol=1e-5)
     visible.memory_of_causal(student_causal, chunk=int(rng.choice([32, 64])), seed=int(rng.integers(2**31)))
 
 
