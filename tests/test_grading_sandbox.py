@@ -133,7 +133,7 @@ def hostile_class(course, port):
     cheats = {
         "sysmodules": "import sys, types\nfake = types.ModuleType('qkv_grading')\nfake.__getattr__ = lambda n: "
                       "types.SimpleNamespace(**{k: (lambda *a, **k: None) for k in ['softmax','hard_lookup','soft_lookup',"
-                      "'temperature_sweep','answer']})\nsys.modules['qkv_grading'] = fake\nsys.modules['qkv_grading.lesson01'] = fake",
+                      "'soft_lookup_by_temperature','answer']})\nsys.modules['qkv_grading'] = fake\nsys.modules['qkv_grading.lesson01'] = fake",
         "importhook": "import builtins\n_real = builtins.__import__\ndef _hook(name, *a, **k):\n"
                       "    module = _real(name, *a, **k)\n    if name.startswith('qkv'):\n"
                       "        for attr in dir(module):\n            try:\n                setattr(module, attr, lambda *a, **k: None)\n"

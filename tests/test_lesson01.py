@@ -169,7 +169,8 @@ def soft_lookup_by_temperature(query, keys, values, temperatures):
 CASES = ([("softmax", hidden.softmax, name, src) for name, src in SOFTMAX_MUTANTS.items()]
          + [("soft_lookup", hidden.soft_lookup, name, src) for name, src in SOFT_LOOKUP_MUTANTS.items()]
          + [("hard_lookup", hidden.hard_lookup, name, src) for name, src in HARD_LOOKUP_MUTANTS.items()]
-         + [("soft_lookup_by_temperature", hidden.temperature_sweep, name, src) for name, src in SWEEP_MUTANTS.items()])
+         + [("soft_lookup_by_temperature", hidden.soft_lookup_by_temperature, name, src)
+            for name, src in SWEEP_MUTANTS.items()])
 
 
 @pytest.mark.parametrize("grade, check, name, source", CASES, ids=[f"{c[0]}:{c[2]}" for c in CASES])
@@ -183,7 +184,7 @@ def test_hidden_tests_reject_mutant(grade, check, name, source):
 def test_visible_checks_reject_mutant(grade, check, name, source):
     visible_check = {"softmax": visible.softmax, "soft_lookup": visible.soft_lookup,
                      "hard_lookup": visible.hard_lookup,
-                     "soft_lookup_by_temperature": visible.temperature_sweep}[grade]
+                     "soft_lookup_by_temperature": visible.soft_lookup_by_temperature}[grade]
     assert_rejected(visible_check, mutant(LESSON, grade, source))
 
 
@@ -278,7 +279,7 @@ def test_perfect_student_passes_every_hidden_test_and_answer():
     hidden.softmax(ns["softmax"])
     hidden.hard_lookup(ns["hard_lookup"])
     hidden.soft_lookup(ns["soft_lookup"])
-    hidden.temperature_sweep(ns["soft_lookup_by_temperature"])
+    hidden.soft_lookup_by_temperature(ns["soft_lookup_by_temperature"])
     for name in hidden.ANSWERS:
         hidden.answer(name, ns[name])
 
@@ -310,12 +311,12 @@ def soft_lookup(query, keys, values, temperature=1.0):
 @pytest.mark.parametrize("wrong_soft_lookup", ["multiplies by the temperature", "normalises raw scores"])
 def test_sweep_failing_through_a_wrong_soft_lookup_says_so(wrong_soft_lookup):
     namespace = student(LESSON, {"soft_lookup": SOFT_LOOKUP_MUTANTS[wrong_soft_lookup]})
-    message = assert_rejected(visible.temperature_sweep, namespace["soft_lookup_by_temperature"])
+    message = assert_rejected(visible.soft_lookup_by_temperature, namespace["soft_lookup_by_temperature"])
     assert "your soft_lookup (exercise 3), which it calls" in message, message
 
 
 def test_sweep_with_its_own_mistake_is_not_blamed_on_soft_lookup():
-    message = assert_rejected(visible.temperature_sweep, mutant(LESSON, "soft_lookup_by_temperature",
+    message = assert_rejected(visible.soft_lookup_by_temperature, mutant(LESSON, "soft_lookup_by_temperature",
                                                                 SWEEP_MUTANTS["reversed rows"]))
     assert "reverse order" in message and "exercise 3" not in message, message
 
@@ -356,7 +357,7 @@ def hard_lookup(query, keys, values):
             return value
     raise KeyError(f"no key equals the query {list(query)}")
 """),
-    ("soft_lookup_by_temperature", hidden.temperature_sweep, "sorts the temperatures first", """
+    ("soft_lookup_by_temperature", hidden.soft_lookup_by_temperature, "sorts the temperatures first", """
 def soft_lookup_by_temperature(query, keys, values, temperatures):
     return np.array([soft_lookup(query, keys, values, t)[1] for t in sorted(temperatures, reverse=True)])
 """),

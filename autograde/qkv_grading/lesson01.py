@@ -6,7 +6,7 @@ every documented argument also passed with a non-default value.
 """
 import numpy as np
 
-from qkv import attention as ref, lookup
+from qkv import attention as ref_attention, lookup
 from qkv.checks import lesson01 as visible
 from qkv.checking import check_against, seal
 from qkv_grading import distinct_sizes, expect_answer, fresh_rng
@@ -45,7 +45,7 @@ def _softmax_cases(rng):
 
 def softmax(student_softmax):
     for args, kwargs in SOFTMAX_FIXED + _softmax_cases(fresh_rng()):
-        check_against(student_softmax, ref.softmax, args, kwargs, declared=visible.SOFTMAX)
+        check_against(student_softmax, ref_attention.softmax, args, kwargs, declared=visible.SOFTMAX)
 
 
 # ---------------------------------------------------------------- hard_lookup
@@ -119,7 +119,7 @@ def soft_lookup(student_soft_lookup):
 
 # ---------------------------------------------------------------- soft_lookup_by_temperature
 
-def temperature_sweep(student_sweep):
+def soft_lookup_by_temperature(student_sweep):
     rng = fresh_rng()
     # not sorted, so an answer in another order cannot pass; 1e-3 is the near tie's unsaturated temperature
     fixed = [3.0, 1e-3, 0.5, 1e-4, 20.0]

@@ -4,7 +4,7 @@ plus float32, lists of lists, integer inputs, a single key, scores far beyond ex
 two large scores and tiny scores (near-uniform weights)."""
 import numpy as np
 
-from qkv import attention as ref
+from qkv import attention as ref_attention
 from qkv.checks import lesson02 as visible
 from qkv.checking import check_against, seal
 from qkv_grading import distinct_sizes, expect_answer, fresh_rng
@@ -78,22 +78,23 @@ FIXED_QK = [(np.arange(16.0).reshape(4, 4) % 5 - 2, np.arange(16.0).reshape(4, 4
 
 def dot_scores(student_dot_scores):
     for args in FIXED_QK + _query_key_cases(fresh_rng()):
-        check_against(student_dot_scores, ref.dot_scores, args, declared=visible.DOT_SCORES)
+        check_against(student_dot_scores, ref_attention.dot_scores, args, declared=visible.DOT_SCORES)
 
 
 def scaled_scores(student_scaled_scores):
     for args in FIXED_QK + _query_key_cases(fresh_rng()):
-        check_against(student_scaled_scores, ref.scaled_scores, args, declared=visible.SCALED_SCORES)
+        check_against(student_scaled_scores, ref_attention.scaled_scores, args, declared=visible.SCALED_SCORES)
 
 
 def attention_weights(student_attention_weights):
     for args in _query_key_cases(fresh_rng(), large=True):
-        check_against(student_attention_weights, ref.attention_weights, args, declared=visible.ATTENTION_WEIGHTS)
+        check_against(student_attention_weights, ref_attention.attention_weights, args,
+                      declared=visible.ATTENTION_WEIGHTS)
 
 
 def attention(student_attention):
     for args in _attention_cases(fresh_rng()):
-        check_against(student_attention, ref.attention, args, declared=visible.ATTENTION)
+        check_against(student_attention, ref_attention.attention, args, declared=visible.ATTENTION)
 
 
 def _projection_cases(rng):
@@ -110,7 +111,7 @@ def _projection_cases(rng):
 
 def project_qkv(student_project_qkv):
     for args in _projection_cases(fresh_rng()):
-        check_against(student_project_qkv, ref.project_qkv, args, declared=visible.PROJECT_QKV)
+        check_against(student_project_qkv, ref_attention.project_qkv, args, declared=visible.PROJECT_QKV)
 
 
 def self_attention(student_self_attention):
@@ -119,7 +120,7 @@ def self_attention(student_self_attention):
     X, W_Q, W_K, W_V = rng.normal(size=(4, 6)), *(4 * rng.normal(size=(6, d)) for d in (5, 5, 3))
     cases.append((X, W_Q, W_K, W_V))  # scaled scores near 100: sharp, nearly one-hot weights
     for args in cases:
-        check_against(student_self_attention, ref.self_attention, args, declared=visible.SELF_ATTENTION)
+        check_against(student_self_attention, ref_attention.self_attention, args, declared=visible.SELF_ATTENTION)
 
 
 ANSWERS = {

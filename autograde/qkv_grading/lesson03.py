@@ -1,7 +1,7 @@
 """Hidden tests for lesson 03."""
 import numpy as np
 
-from qkv import attention as ref, scaling
+from qkv import attention as ref_attention, scaling
 from qkv.checks import lesson03 as visible
 from qkv.checking import check_against, seal
 from qkv_grading import distinct_sizes, expect_answer, fresh_rng
@@ -50,7 +50,7 @@ def entropy(student_fn):
         _random_weights(rng, (3, 8)).astype(np.float32),
         np.full(8, 1 / 8),
         np.eye(4)[[2, 0, 3]],  # one-hot rows: entropy exactly 0
-        ref.softmax(rng.normal(size=(3, 16)) * 30),  # saturated rows with weights that underflow to 0
+        ref_attention.softmax(rng.normal(size=(3, 16)) * 30),  # saturated rows with weights that underflow to 0
         np.array([[1.0 - 2e-12, 1e-12, 1e-12], [1e-300, 0.5, 0.5 - 1e-300], [0.2, 0.3, 0.5]]),  # magnitude extremes
         _random_weights(rng, tuple(distinct_sizes(rng, 3))),  # every dimension different
     ]
@@ -59,7 +59,7 @@ def entropy(student_fn):
 
 
 def _finite_difference_softmax_jacobian(scores):
-    return scaling.numerical_jacobian(ref.softmax, np.asarray(scores, dtype=np.float64))
+    return scaling.numerical_jacobian(ref_attention.softmax, np.asarray(scores, dtype=np.float64))
 
 
 def softmax_jacobian(student_fn):
@@ -81,7 +81,7 @@ def softmax_jacobian(student_fn):
 def _finite_difference_query_jacobian(q, K):
     K = np.asarray(K, dtype=np.float64)
     d_k = np.shape(q)[-1]
-    return scaling.numerical_jacobian(lambda x: ref.softmax(K @ x / np.sqrt(d_k)), np.asarray(q, np.float64))
+    return scaling.numerical_jacobian(lambda x: ref_attention.softmax(K @ x / np.sqrt(d_k)), np.asarray(q, np.float64))
 
 
 def query_jacobian(student_fn):

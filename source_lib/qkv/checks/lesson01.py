@@ -167,7 +167,7 @@ def soft_lookup(student_soft_lookup):
     print("soft_lookup: all visible checks passed.")
 
 
-def temperature_sweep(student_sweep):
+def soft_lookup_by_temperature(student_sweep):
     q = np.array([1.0, 0.0, 1.0, 0.0])
     K = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
     V = np.array([[10.0, 0.0], [0.0, 5.0], [2.0, 2.0]])
