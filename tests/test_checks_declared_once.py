@@ -16,16 +16,18 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 VISIBLE = ROOT / "source_lib" / "qkv" / "checks"
 HIDDEN = ROOT / "autograde" / "qkv_grading"
 # what a check is: given once in its declaration. Tolerances and confirmations may differ per input.
-DECLARED_ONLY = {"name", "diagnoses", "extra_checks", "nonfinite_hint", "outputs", "allowed", "allow_list"}
+DECLARED_ONLY = {"name", "diagnoses", "extra_checks", "nonfinite_hint", "outputs", "allowed", "allow_list", "meaning"}
+# the functions that check an answer against a declaration: numbers, boolean arrays, lesson 06's window mask
+CHECKERS = ("check_against", "check_boolean", "mask_check")
 assert DECLARED_ONLY < {field.name for field in dataclasses.fields(Check)}
 
 
-def _calls(path, function_name):
+def _calls(path, *function_names):
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
-            if called == function_name:
+            if called in function_names:
                 yield node
 
 
@@ -36,15 +38,16 @@ def _problems(path, hidden):
         if settings:
             problems.append(f"line {node.lineno}: dict({', '.join(sorted(settings))}=...) builds a check's settings; "
                             f"declare a Check in qkv.checks")
-    for node in _calls(path, "check_against"):
+    for node in _calls(path, *CHECKERS):
+        checker = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
         keywords = {keyword.arg: keyword.value for keyword in node.keywords}
         if None in keywords:
-            problems.append(f"line {node.lineno}: check_against(..., **settings); pass declared=<the Check>")
+            problems.append(f"line {node.lineno}: {checker}(..., **settings); pass declared=<the Check>")
         if "declared" not in keywords:
-            problems.append(f"line {node.lineno}: check_against without declared=")
+            problems.append(f"line {node.lineno}: {checker} without declared=")
         repeated = set(keywords) & DECLARED_ONLY
         if repeated:
-            problems.append(f"line {node.lineno}: check_against repeats {', '.join(sorted(repeated))} beside its "
+            problems.append(f"line {node.lineno}: {checker} repeats {', '.join(sorted(repeated))} beside its "
                             f"declaration")
         declared = keywords.get("declared")
         if hidden and declared is not None and not (
@@ -70,6 +73,8 @@ def test_the_reader_finds_a_second_declaration_and_a_splatted_dict(tmp_path):
                       "    check_against(s, ref.f, (1,), **check)\n"
                       "    check_against(s, ref.f, (1,), declared=F, name='g')\n"
                       "    check_against(s, ref.f, (2,), declared=visible.F, rtol=1e-3)\n"
-                      "    check_against(s, ref.f, (3,), declared=F)\n")
+                      "    check_against(s, ref.f, (3,), declared=F)\n"
+                      "    check_boolean(s, ref.m, (4,), 'm', M_MISTAKES, meaning='j <= i')\n")
     found = _problems(source, hidden=True)
-    assert [p.split(":")[0] for p in found] == ["line 2", "line 3", "line 3", "line 4", "line 4", "line 6"], found
+    assert [p.split(":")[0] for p in found] == ["line 2", "line 3", "line 3", "line 4", "line 4", "line 6", "line 7",
+                                                "line 7"], found

@@ -12,7 +12,7 @@ import pytest
 
 import mutation
 from qkv import attention, heads, lookup, masking, probes, scaling, sinks
-from qkv.checking import Hint, _Probes, check_against
+from qkv.checking import Hint, _Probes, check_against, check_boolean
 from qkv.checks import lesson01, lesson02, lesson03, lesson04, lesson05, lesson06
 
 MODULES = {"01": lesson01, "02": lesson02, "03": lesson03, "04": lesson04, "05": lesson05, "06": lesson06}
@@ -21,10 +21,8 @@ RNG = np.random.default_rng(8)
 SQUARE = tuple(RNG.normal(size=(4, 4)) for _ in range(3))
 
 
-def _boolean(visible_module, meaning=""):
-    def run(student, reference, args, kwargs, diagnoses, outputs, confirm=()):
-        visible_module.check_boolean(student, reference, args, "fn", diagnoses, require_bool=False, kwargs=kwargs)
-    return run
+def _boolean(student, reference, args, kwargs, diagnoses, outputs, confirm=()):
+    check_boolean(student, reference, args, kwargs, name="fn", diagnoses=diagnoses, require_bool=False)
 
 
 def _against(student, reference, args, kwargs, diagnoses, outputs, confirm=()):
@@ -101,7 +99,7 @@ CASES = [
     ("03", "QUERY_JACOBIAN_MISTAKES", scaling.query_jacobian,
      [((np.array([0.5, -1.0, 1.0]), np.array([[1.0, 2.0, 0.0], [0.0, 1.0, -1.0], [3.0, 0.0, 1.0]])), {}),
       ((np.array([0.5, -1.0, 1.0, 2.0]), RNG.normal(size=(3, 4))), {})], None, _against),
-    ("04", "CAUSAL_MASK_MISTAKES", masking.causal_mask, [((5,), {})], None, _boolean(lesson04)),
+    ("04", "CAUSAL_MASK_MISTAKES", masking.causal_mask, [((5,), {})], None, _boolean),
     ("04", "MASKED_SOFTMAX_MISTAKES", lesson04.MASKED_SOFTMAX_REFERENCE,
      [((RNG.normal(size=(3, 3)), masking.causal_mask(3)), {}),
       ((RNG.normal(size=(2, 3)), np.array([[True, True, False], [False, False, False]])), {})], None, _against),
@@ -109,11 +107,11 @@ CASES = [
      [(lesson04.sentence_inputs(), {}),
       ((lesson04.loud_future_input(np.random.default_rng(0), 5, *lesson04.sentence_inputs()[1:3]),
         *lesson04.sentence_inputs()[1:]), {})], None, _against),
-    ("04", "PADDING_MASK_MISTAKES", masking.padding_mask, [(([5, 3, 2], 5), {})], None, _boolean(lesson04)),
+    ("04", "PADDING_MASK_MISTAKES", masking.padding_mask, [(([5, 3, 2], 5), {})], None, _boolean),
     ("04", "CAUSAL_PADDING_MISTAKES", masking.causal_padding_mask, [(([5, 3, 2], 5), {}), (([4, 2], 4), {})], None,
-     _boolean(lesson04)),
+     _boolean),
     ("04", "DEPENDENCE_MISTAKES", masking.dependence_matrix,
-     [((ATTEND, np.linspace(-1, 1, 12).reshape(4, 3)), {})], None, _boolean(lesson04)),
+     [((ATTEND, np.linspace(-1, 1, 12).reshape(4, 3)), {})], None, _boolean),
     ("05", "SPLIT_HEADS_MISTAKES", heads.split_heads, [((RNG.normal(size=(2, 12)), 3), {})], None, _against),
     ("05", "MERGE_HEADS_MISTAKES", heads.merge_heads, [((RNG.normal(size=(3, 2, 4)),), {})], None, _against),
     ("05", "MULTI_HEAD_ATTENTION_MISTAKES", heads.multi_head_attention,

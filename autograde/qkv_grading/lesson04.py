@@ -7,7 +7,7 @@ import functools
 import numpy as np
 
 from qkv import attention as ref_attention, masking, probes
-from qkv.checking import check_against, seal
+from qkv.checking import check_against, check_boolean, seal
 from qkv.checks import lesson04 as visible
 from qkv_grading import distinct_sizes, expect_answer, fresh_rng
 
@@ -23,8 +23,7 @@ def _some_lengths(rng):
 def causal_mask(student_causal_mask):
     rng = fresh_rng()
     for T in [1] + _some_lengths(rng) + [np.int64(rng.integers(2, 7))]:
-        visible.check_boolean(student_causal_mask, masking.causal_mask, (T,), "causal_mask",
-                              visible.CAUSAL_MASK_MISTAKES, meaning="query i may attend key j exactly when j <= i")
+        check_boolean(student_causal_mask, masking.causal_mask, (T,), declared=visible.CAUSAL_MASK)
 
 
 def _loud_hidden(rng, scores, mask, loudness):
@@ -112,28 +111,23 @@ def _lengths(rng, B, T):
 PADDING_FIXED = [([4, 0, 2, 3], 4), ([5, 3, 2], 5)]
 
 
-def padding_mask(student_padding_mask):
-    rng = fresh_rng()
+def _padding_cases(rng):
+    """(lengths, T) pairs, each given twice: as a list and as an array."""
     cases = [(np.array(lengths), T) for lengths, T in PADDING_FIXED]
     for B, T in [(3, int(rng.integers(4, 9))), (1, 1), (5, int(rng.integers(9, 20)))]:
         cases.append((_lengths(rng, B, T), T))
-    for lengths, T in cases:
-        for form in (lengths.tolist(), lengths):
-            visible.check_boolean(student_padding_mask, masking.padding_mask, (form, T), "padding_mask",
-                                  visible.PADDING_MASK_MISTAKES,
-                                  meaning="in sequence b, key j is visible exactly when j < lengths[b]")
+    return [(form, T) for lengths, T in cases for form in (lengths.tolist(), lengths)]
+
+
+def padding_mask(student_padding_mask):
+    for args in _padding_cases(fresh_rng()):
+        check_boolean(student_padding_mask, masking.padding_mask, args, declared=visible.PADDING_MASK)
 
 
 def causal_padding_mask(student_causal_padding_mask):
-    rng = fresh_rng()
-    cases = [(np.array(lengths), T) for lengths, T in PADDING_FIXED]
-    for B, T in [(3, int(rng.integers(4, 9))), (1, 1), (5, int(rng.integers(9, 20)))]:
-        cases.append((_lengths(rng, B, T), T))
-    for lengths, T in cases:
-        for form in (lengths.tolist(), lengths):
-            visible.check_boolean(student_causal_padding_mask, masking.causal_padding_mask, (form, T),
-                                  "causal_padding_mask", visible.CAUSAL_PADDING_MISTAKES,
-                                  meaning="key j is visible to query i of sequence b when j <= i and j < lengths[b]")
+    for args in _padding_cases(fresh_rng()):
+        check_boolean(student_causal_padding_mask, masking.causal_padding_mask, args,
+                      declared=visible.CAUSAL_PADDING_MASK)
 
 
 def _clear_cut(attend, X):

@@ -11,7 +11,7 @@ instructor's hidden tests are both thin layers over `check_against`. One module 
   (keepdims: the one failing line read for a forgotten keepdims);
 - memory: `call_with_peak_memory`, by `qkv.peak_memory.traced_peak`, the one way qkv measures peak memory;
 - validation: `expect_array`, `expect_number`;
-- compare: `check_against`, read from a `Check` declaration, and `close`;
+- compare: `check_against` and `check_boolean`, read from a `Check` declaration, and `close`;
 - diagnosis: naming a known mistake only when it is certain, on `Probes`;
 - questions: self-check answers (`answered_choice`, `answered_number`, `is_right`, `expect_answer`);
 - display: a Hint shown in a notebook as one sentence.
@@ -24,7 +24,7 @@ from qkv.checking.calling import call, likely_cause, where
 from qkv.checking.memory import call_with_peak_memory, traced_peak
 from qkv.checking.validation import expect_array, expect_number
 from qkv.checking.diagnosis import EVIDENCE_NEEDED, Probes, certain_diagnosis
-from qkv.checking.compare import SINGLE_PRECISION_SLACK, Check, check_against, close, mismatch_text
+from qkv.checking.compare import SINGLE_PRECISION_SLACK, Check, check_against, check_boolean, close, mismatch_text
 from qkv.checking.questions import (SELF_STUDY_VARIABLE, answer_key, answer_key_folder, answer_tolerance,
                                     answered_choice, answered_number, expect_answer, is_right, self_study)
 from qkv.checking.display import install_short_hints

@@ -1,4 +1,5 @@
-"""Comparing the student's result with the reference's: `check_against`, read from a `Check` declaration."""
+"""Comparing the student's result with the reference's: `check_against` (numbers) and `check_boolean` (masks), read
+from a `Check` declaration."""
 import dataclasses
 
 import numpy as np
@@ -37,6 +38,8 @@ class Check:
     nonfinite_hint: said when the student's result holds NaN or infinity (e.g. an overflowing exp).
     confirm_with: further (args, kwargs) on which to confirm a diagnosis, tried before inputs made by moving
         this one a little (needed where a small move leaves the contract, e.g. a query that must equal a key).
+    meaning: for a boolean answer (`check_boolean`), how to read one entry, said when pointing at a wrong one
+        ("query i may attend key j exactly when j <= i").
     """
     name: str = None
     diagnoses: tuple = ()
@@ -48,6 +51,7 @@ class Check:
     outputs: tuple = None
     nonfinite_hint: str = None
     confirm_with: tuple = ()
+    meaning: str = None
 
 
 def check_against(student_fn, reference_fn, args=(), kwargs=None, declared=None, **options):
@@ -89,6 +93,37 @@ def check_against(student_fn, reference_fn, args=(), kwargs=None, declared=None,
         _compare(gots[index], part_expected, f"{shown}, its {part},", parts[index], args, kwargs,
                  _at_its_precision(raw[index], part_expected, check.atol), probes.part(index))
     return tuple(gots)
+
+
+def check_boolean(student_fn, reference_fn, args=(), kwargs=None, declared=None, require_bool=True, **options):
+    """The student's boolean array (a mask, a dependence pattern) must equal the reference's; known mistakes are
+    named. Reads `declared`, a `Check` (name, diagnoses, allowed, meaning), with fields given as keywords on top.
+
+    require_bool: masks must have dtype bool (they are combined with & and ~); otherwise 0/1 numbers pass.
+    """
+    check = dataclasses.replace(declared or Check(), **options)
+    kwargs = dict(kwargs or {})
+    name = check.name or getattr(student_fn, "__name__", "your function")
+    shown = call_text(name, args, kwargs)
+    raw = call(student_fn, *args, name=name, allowed=check.allowed, **kwargs)
+    expected = np.asarray(reference_fn(*args, **kwargs), dtype=bool)
+    values = expect_array(raw, expected.shape, shown)
+    if not np.all((values == 0) | (values == 1)):
+        raise Hint(f"{shown} returned values other than True/False (or 0/1); expected a boolean array.")
+    got = values.astype(bool)
+    if not np.array_equal(got, expected):
+        # a mistake is named only when it is certain: matched here and on inputs like this one
+        probes = Probes(student_fn, reference_fn, args, kwargs, name, check.allowed, confirm_with=check.confirm_with)
+        named = certain_diagnosis(got.astype(float), expected.astype(float), args, kwargs, check.diagnoses, probes)
+        if named:
+            raise Hint(f"{shown} is wrong: {named}")
+        index = tuple(int(i) for i in np.argwhere(got != expected)[0])
+        raise Hint(f"{shown} is wrong at index {index}: got {got[index]}, expected {expected[index]}"
+                   f"{' (' + check.meaning + ')' if check.meaning else ''}.")
+    if require_bool and np.asarray(raw).dtype != bool:
+        raise Hint(f"{shown} has the right pattern but dtype {np.asarray(raw).dtype}; a mask must be boolean "
+                   f"(it is combined with & and ~): build it from a comparison, or finish with .astype(bool).")
+    return got
 
 
 def _at_its_precision(raw, expected, atol):

@@ -12,41 +12,9 @@ import functools
 import numpy as np
 
 from qkv import attention as ref_attention, masking, probes
-from qkv.checking import Check, Hint, Probes, call, call_text, certain_diagnosis, check_against, expect_array, seal
+from qkv.checking import Check, check_against, check_boolean, seal
 
 WORDS = ["Hà", "Nội", "là", "thủ", "đô"]
-
-
-# ---------------------------------------------------------------- boolean results (masks, dependence)
-
-def check_boolean(student_fn, reference_fn, args, name, diagnoses=(), require_bool=True, meaning="", allowed=(),
-                  kwargs=None):
-    """The student's boolean array must equal the reference's; known mistakes are named.
-
-    require_bool: masks must have dtype bool (they are combined with & and ~); otherwise 0/1 numbers pass.
-    meaning: how to read an entry, said when pointing at a wrong one ("query i may attend key j").
-    """
-    kwargs = dict(kwargs or {})
-    shown = call_text(name, args, kwargs)
-    raw = call(student_fn, *args, name=name, allowed=allowed, **kwargs)
-    expected = np.asarray(reference_fn(*args, **kwargs), dtype=bool)
-    values = expect_array(raw, expected.shape, shown)
-    if not np.all((values == 0) | (values == 1)):
-        raise Hint(f"{shown} returned values other than True/False (or 0/1); expected a boolean array.")
-    got = values.astype(bool)
-    if not np.array_equal(got, expected):
-        # a mistake is named only when it is certain: matched here and on inputs like this one
-        probes = Probes(student_fn, reference_fn, args, kwargs, name, allowed)
-        named = certain_diagnosis(got.astype(float), expected.astype(float), args, kwargs, diagnoses, probes)
-        if named:
-            raise Hint(f"{shown} is wrong: {named}")
-        index = tuple(int(i) for i in np.argwhere(got != expected)[0])
-        raise Hint(f"{shown} is wrong at index {index}: got {got[index]}, expected {expected[index]}"
-                   f"{' (' + meaning + ')' if meaning else ''}.")
-    if require_bool and np.asarray(raw).dtype != bool:
-        raise Hint(f"{shown} has the right pattern but dtype {np.asarray(raw).dtype}; a mask must be boolean "
-                   f"(it is combined with & and ~): build it from a comparison, or finish with .astype(bool).")
-    return got
 
 
 def quietly(reference_fn):
@@ -79,12 +47,13 @@ CAUSAL_MASK_MISTAKES = [
      "every entry is True, so nothing hides the future."),
 ]
 CAUSAL_MASK_ALL_TRUE = CAUSAL_MASK_MISTAKES[-1][0]  # with padding, the same as "the causal part is missing"
+CAUSAL_MASK = Check(name="causal_mask", diagnoses=CAUSAL_MASK_MISTAKES,
+                    meaning="query i may attend key j exactly when j <= i")
 
 
 def causal_mask(student_causal_mask):
     for T in (5, 1, 3):
-        check_boolean(student_causal_mask, masking.causal_mask, (T,), "causal_mask",
-                      CAUSAL_MASK_MISTAKES, meaning="query i may attend key j exactly when j <= i")
+        check_boolean(student_causal_mask, masking.causal_mask, (T,), declared=CAUSAL_MASK)
     print("causal_mask: all visible checks passed.")
     print(masking.mask_grid_text(student_causal_mask(5), WORDS))
 
@@ -278,21 +247,24 @@ CAUSAL_PADDING_MISTAKES += [
     for wrong, hint in CAUSAL_MASK_MISTAKES if wrong is not CAUSAL_MASK_ALL_TRUE
 ]
 
+PADDING_MASK = Check(name="padding_mask", diagnoses=PADDING_MASK_MISTAKES,
+                     meaning="in sequence b, key j is visible exactly when j < lengths[b]")
+CAUSAL_PADDING_MASK = Check(name="causal_padding_mask", diagnoses=CAUSAL_PADDING_MISTAKES,
+                            meaning="key j is visible to query i of sequence b when j <= i and j < lengths[b]")
+
 LENGTHS = [5, 3, 2]
 
 
 def padding_mask(student_padding_mask):
     for lengths, T in ((LENGTHS, 5), ([1, 4], 4), (np.array([2]), 3)):
-        check_boolean(student_padding_mask, masking.padding_mask, (lengths, T), "padding_mask",
-                      PADDING_MASK_MISTAKES, meaning="in sequence b, key j is visible exactly when j < lengths[b]")
+        check_boolean(student_padding_mask, masking.padding_mask, (lengths, T), declared=PADDING_MASK)
     print("padding_mask: all visible checks passed.")
 
 
 def causal_padding_mask(student_causal_padding_mask):
     for lengths, T in ((LENGTHS, 5), ([1, 4], 4), (np.array([3]), 3)):
         check_boolean(student_causal_padding_mask, masking.causal_padding_mask, (lengths, T),
-                      "causal_padding_mask", CAUSAL_PADDING_MISTAKES,
-                      meaning="key j is visible to query i of sequence b when j <= i and j < lengths[b]")
+                      declared=CAUSAL_PADDING_MASK)
     print("causal_padding_mask: all visible checks passed.")
 
 
@@ -344,12 +316,14 @@ def probe_targets(W_Q, W_K, W_V):
 
 
 PROBE_ALLOWED = (masking.causal_self_attention, ref_attention.self_attention)
+DEPENDENCE_MATRIX = Check(name="dependence_matrix", diagnoses=DEPENDENCE_MISTAKES, allowed=PROBE_ALLOWED,
+                          meaning="D[i, j]: does output i change when input j is nudged?")
 
 
 def check_dependence(student_probe, attend, X, **kwargs):
-    return check_boolean(student_probe, masking.dependence_matrix, (attend, X), "dependence_matrix",
-                         DEPENDENCE_MISTAKES, require_bool=False, allowed=PROBE_ALLOWED,
-                         meaning="D[i, j]: does output i change when input j is nudged?", kwargs=kwargs)
+    # a dependence pattern, not a mask: 0/1 numbers are as good as booleans
+    return check_boolean(student_probe, masking.dependence_matrix, (attend, X), kwargs, declared=DEPENDENCE_MATRIX,
+                         require_bool=False)
 
 
 def readout_targets():
