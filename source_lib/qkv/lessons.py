@@ -2,7 +2,8 @@
 
 Adding a lesson: its concept module, `checks/lessonNN.py`, `autograde/qkv_grading/lessonNN.py` (which declares
 the lesson's `GRADED_REFERENCES`), its notebook in `solutions/`, and one row in LESSONS. The grader's warm-up,
-the kernel's view of qkv, the mutation engine and the generic tests read this list, never their own.
+the kernel's view of qkv, the tripwire (qkv.checking.guard), the mutation engine and the generic tests read this
+list, never their own.
 Imports nothing of qkv: everything may use it.
 """
 import os

@@ -17,12 +17,13 @@ import types
 import numpy as np
 
 from qkv.checking.hints import Hint
+from qkv.lessons import LESSONS
 
 # the qkv package's folder (this package is inside it): code there is the library's, never the student's
 LIBRARY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Files holding reference implementations, and the checks' own helpers (which compute right answers
-# too); a student's function that calls into them is not graded.
-REFERENCE_MODULES = ("attention", "lookup", "scaling", "masking", "heads", "sinks", "cost")
+# Files holding reference implementations (each lesson's concept module, as qkv.lessons.LESSONS names them), and
+# the checks' own helpers (which compute right answers too); a student's function that calls into them is not graded.
+REFERENCE_MODULES = tuple(dict.fromkeys(row.concept for row in LESSONS))
 _REFERENCE_FILES = ({os.path.join(LIBRARY_DIR, name + ".py") for name in REFERENCE_MODULES}
                     | set(glob.glob(os.path.join(LIBRARY_DIR, "checks", "*.py"))))
 
