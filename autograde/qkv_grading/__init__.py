@@ -7,9 +7,18 @@ edge cases that common mistakes trip over; a correct answer passes whatever the 
 """
 import numpy as np
 
-# the lessons' hidden grading of a self-check answer: the checking package's, so that it and self-study mode
-# say right or wrong by the same rule (qkv.checking.is_right)
-from qkv.checking import expect_answer, seal  # noqa: F401
+# a self-check answer is graded by the checking package's rule, so that grading and self-study mode say right or
+# wrong alike (qkv.checking.is_right)
+from qkv.checking import expect_answer, seal
+
+
+def answer_of(answers):
+    """A lesson's `answer(name, value)`: the self-check `name` graded against answers[name], a (correct value,
+    tolerance) pair (tolerance None: a choice), by the rule self-study mode uses."""
+    def answer(name, value):
+        correct, tolerance = answers[name]
+        expect_answer(value, correct, name, tolerance)
+    return answer
 
 
 def fresh_rng():

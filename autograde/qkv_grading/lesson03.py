@@ -4,7 +4,7 @@ import numpy as np
 from qkv import attention as ref_attention, scaling
 from qkv.checks import lesson03 as visible
 from qkv.checking import check_against, seal
-from qkv_grading import distinct_sizes, expect_answer, fresh_rng
+from qkv_grading import answer_of, distinct_sizes, fresh_rng
 
 # withheld from the student's kernel while this lesson is graded: each computes a graded answer (numerical_jacobian
 # gives query_jacobian's answer to within the tolerance, random_attention_weights the scaled softmax)
@@ -117,9 +117,7 @@ EXPLANATIONS = {
 }
 
 
-def answer(name, value):
-    correct, tolerance = ANSWERS[name]
-    expect_answer(value, correct, name, tolerance)
+answer = answer_of(ANSWERS)
 
 
 seal(__name__)

@@ -9,7 +9,7 @@ import numpy as np
 from qkv import heads as ref_heads
 from qkv.checks import lesson05 as visible
 from qkv.checking import check_against, seal
-from qkv_grading import distinct_sizes, expect_answer, fresh_rng
+from qkv_grading import answer_of, distinct_sizes, fresh_rng
 
 # withheld from the student's kernel while this lesson is graded: each computes a graded answer
 GRADED_REFERENCES = ("qkv.heads.split_heads", "qkv.heads.merge_heads", "qkv.heads.multi_head_attention",
@@ -146,9 +146,7 @@ EXPLANATIONS = {
 }
 
 
-def answer(name, value):
-    correct, tolerance = ANSWERS[name]
-    expect_answer(value, correct, name, tolerance)
+answer = answer_of(ANSWERS)
 
 
 seal(__name__)

@@ -12,7 +12,7 @@ from qkv import sinks as ref_sinks
 from qkv.checking import check_against, seal
 from qkv.checks import lesson06 as visible
 from qkv.heads import grouped_query_attention
-from qkv_grading import expect_answer, fresh_rng
+from qkv_grading import answer_of, fresh_rng
 
 # Withheld from the student's kernel while this lesson is graded: every qkv function that computes a graded
 # answer (token_losses and log_softmax compute perplexity; ablated_attention is what ablate_heads returns).
@@ -174,9 +174,7 @@ EXPLANATIONS = {
 }
 
 
-def answer(name, value):
-    correct, tolerance = ANSWERS[name]
-    expect_answer(value, correct, name, tolerance)
+answer = answer_of(ANSWERS)
 
 
 seal(__name__)
