@@ -1,4 +1,5 @@
 """Visible checks for lesson 07, the cost of attention: counting, fitting, the KV cache, online softmax."""
+import dataclasses
 import math
 
 import numpy as np
@@ -291,8 +292,7 @@ CHUNKED_OVERFLOW = ("these scores go above 709, where np.exp overflows to infini
 CHUNKED_ATTENTION = Check(name="chunked_attention", diagnoses=CHUNKED_MISTAKES, nonfinite_hint=CHUNKED_NONFINITE,
                           rtol=1e-6, atol=1e-6)
 # the same check on scores past exp's limit, where a NaN or infinity means an unsubtracted max
-CHUNKED_ATTENTION_OVERFLOW = Check(name="chunked_attention", diagnoses=CHUNKED_MISTAKES,
-                                   nonfinite_hint=CHUNKED_OVERFLOW, rtol=1e-6, atol=1e-6)
+CHUNKED_ATTENTION_OVERFLOW = dataclasses.replace(CHUNKED_ATTENTION, nonfinite_hint=CHUNKED_OVERFLOW)
 
 
 def overflow_case(rng, n_q, n_k, d, d_v, top=1000.0):
@@ -364,9 +364,8 @@ CAUSAL_NONFINITE = ("a block of queries ended up with no key at all: the block o
 CAUSAL_CHUNKED_ATTENTION = Check(name="causal_chunked_attention", diagnoses=CAUSAL_MISTAKES,
                                  nonfinite_hint=CAUSAL_NONFINITE, outputs=("output", "blocks computed"),
                                  rtol=1e-6, atol=1e-6)
-CAUSAL_CHUNKED_ATTENTION_OVERFLOW = Check(name="causal_chunked_attention", diagnoses=CAUSAL_MISTAKES,
-                                          nonfinite_hint=CHUNKED_OVERFLOW, outputs=("output", "blocks computed"),
-                                          rtol=1e-6, atol=1e-6)
+# the same check on scores past exp's limit
+CAUSAL_CHUNKED_ATTENTION_OVERFLOW = dataclasses.replace(CAUSAL_CHUNKED_ATTENTION, nonfinite_hint=CHUNKED_OVERFLOW)
 
 
 def causal_case(rng, T, d, d_v, spread=2.0):
