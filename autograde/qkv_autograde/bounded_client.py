@@ -30,6 +30,19 @@ class BoundedKernelClient(AsyncKernelClient):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self._monitors = {}  # channel -> (its monitor socket, the same socket read without an event loop)
+        self.request_for_next_cell = None  # a qkv.wire request that the next execute request carries
+
+    def execute(self, code, *args, **kwargs):
+        """jupyter_client's execute; a pending wire request travels in the message's metadata (qkv.wire.serve
+        reads it there), so the cell's source stays one short line however large the arguments."""
+        request, self.request_for_next_cell = self.request_for_next_cell, None
+        if request is None:
+            return super().execute(code, *args, **kwargs)
+        self.session.metadata[wire.REQUEST_KEY] = request  # Session.msg copies its metadata into the one message
+        try:
+            return super().execute(code, *args, **kwargs)
+        finally:
+            del self.session.metadata[wire.REQUEST_KEY]
 
     def _context_default(self):
         context = super()._context_default()

@@ -8,6 +8,7 @@ cells and outputs the grader writes itself (a call's scratch cell, a replay, the
 import json
 
 import nbformat
+from jupyter_core.utils import run_sync
 from nbclient import NotebookClient
 
 from qkv import wire
@@ -42,6 +43,13 @@ class BoundedOutputClient(NotebookClient):
         self.answer_chars = None     # set by StudentKernel.request for the length of one call
         self.answer_refused = None   # characters of an answer (or of all answers) over answer_chars
         self.call_truncated = False  # the call printed more than output_bytes
+        self.request = None          # a qkv.wire request for the next cell's execute request to carry
+
+    async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+        self.kc.request_for_next_cell, self.request = self.request, None  # bounded_client.BoundedKernelClient
+        return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+
+    execute_cell = run_sync(async_execute_cell)
 
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})

@@ -215,18 +215,18 @@ class StudentKernel:
 
     def request(self, payload):
         """Send one qkv.wire request; the decoded answer dict, or raise TimeoutError / KernelDied."""
-        scratch = code_cell(
-            f"__import__('qkv.wire', fromlist=['serve']).serve({json.dumps(payload)!r}, globals())")
+        scratch = code_cell(wire.SERVE_SOURCE)
         what = (f"a call to {str(payload.get('target'))[:wire.NAME_CHARS]}" if payload.get("op") == "call"
                 else f"reading {str(payload.get('name'))[:wire.NAME_CHARS]}")
         client = self.client
         previous = client.output_bytes
         client.output_bytes, client.answer_chars = self.call_output_bytes, wire.REPLY_LIMITS.text_chars
         client.answer_refused, client.call_truncated = None, False
+        client.request = payload  # sent with the cell's execute request, not in its source
         try:
             status, limit = self._execute(scratch, self.RPC_INDEX, self.call_seconds, store_history=False)
         finally:
-            client.output_bytes, client.answer_chars = previous, None
+            client.output_bytes, client.answer_chars, client.request = previous, None, None
         if status == "budget":
             raise TimeoutError(f"not run: the notebook used its whole grading time budget ({self.budget_seconds:.0f} s)")
         if status == "timeout":
