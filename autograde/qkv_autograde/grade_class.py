@@ -10,6 +10,7 @@ Feedback and the export run nbgrader's own code in processes already running (fe
 """
 import argparse
 import concurrent.futures
+import gc
 import multiprocessing
 import os
 import shutil
@@ -50,6 +51,9 @@ class LocalWorkers:
             max_workers=jobs, mp_context=multiprocessing.get_context(context),
             initializer=parallel.warm_up, initargs=(lesson, settings))
         if context == "fork":
+            # the workers' collections then leave what they inherit alone, instead of copying every page of it
+            gc.collect()
+            gc.freeze()
             self.pool.submit(os.getpid)  # fork now, before the progress bar starts its thread
         self.jobs = jobs
 
