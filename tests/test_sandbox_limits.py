@@ -227,6 +227,28 @@ def test_a_message_too_large_for_the_grader_is_dropped_unread_named_and_the_kern
     assert any(name == "output truncated" and "cell 0" in detail for name, detail in kernel.events), kernel.events
 
 
+SEES_ITS_OWN_CALL = """
+def call_as_seen(x):
+    # what the kernel received: the length of the cell's source, and the argument whole
+    return [len(get_ipython().kernel.get_parent()["content"]["code"]), float(x.sum()), x.shape[0]]
+"""
+
+
+@pytest.mark.parametrize("route", ["fresh", "forked"])
+def test_a_calls_arguments_travel_beside_its_one_line_cell_however_large(route, request):
+    # IPython hashes, transforms, parses and echoes a cell's source in pure Python: arguments written into the
+    # source cost the kernel about 0.6 CPU-s per MiB, so they travel in the execute request's metadata instead
+    import numpy as np
+    from qkv import wire
+
+    with started_kernel(route, request) as kernel:
+        cell = nbformat.v4.new_code_cell(SEES_ITS_OWN_CALL)
+        assert kernel.run_cell(cell, 0) == "ok", cell.outputs
+        code_length, total, n = kernel.get("call_as_seen")(np.ones(1 << 20))  # 8 MiB
+    assert (total, n) == (float(1 << 20), 1 << 20)
+    assert code_length == len(wire.SERVE_SOURCE) < 100
+
+
 # the stock route with its kernel command replaced for some starts (the course's config is Python, run by nbgrader)
 FAILING_STARTS = '''
 import itertools
