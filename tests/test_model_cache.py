@@ -344,7 +344,10 @@ formatted = []
 full = shell.InteractiveTB.structured_traceback
 shell.InteractiveTB.structured_traceback = lambda *a, **k: formatted.append(a[0].__name__) or full(*a, **k)
 seen = {}
-for name, source in (("withheld", "from qkv.heads import grouped_query_attention\ngrouped_query_attention(1, 2, 3)"),
+for name, source in (("notebook set-up", "from qkv.checks import lesson05 as check\n"
+                                         "from qkv.checking import answered_choice"),
+                     ("withheld", "from qkv.heads import grouped_query_attention\ngrouped_query_attention(1, 2, 3)"),
+                     ("hint", "from qkv.checking import Hint\nraise Hint('a hint is one sentence')"),
                      ("own error", "def f():\n    raise ValueError('my own mistake')\nf()")):
     with capture_output() as shown:
         result = shell.run_cell(source, store_history=True)
@@ -370,11 +373,15 @@ def test_a_withheld_reference_gets_a_one_line_traceback_and_every_other_error_th
                           env=dict(os.environ, PYTHONPATH=""))
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    withheld, own = seen["seen"]["withheld"], seen["seen"]["own error"]
+    withheld, own, hint = seen["seen"]["withheld"], seen["seen"]["own error"], seen["seen"]["hint"]
+    # after the notebook's own imports of qkv.checking, which install the short Hint (once, each replaced the other)
+    assert seen["seen"]["notebook set-up"]["error"] == "NoneType"
+    assert re.sub(r"\x1b\[[0-9;]*m", "", hint["shown"]).strip() == "Hint: a hint is one sentence"
     assert withheld["error"] == "WithheldDuringGrading"
     assert withheld["shown"].strip().startswith("WithheldDuringGrading: qkv.heads.grouped_query_attention is withheld")
     assert len(withheld["shown"].strip().splitlines()) == 1 and len(withheld["stored"]) == 1
     shown = re.sub(r"\x1b\[[0-9;]*m", "", own["shown"])  # IPython's colours
     assert own["error"] == "ValueError" and "my own mistake" in shown and "----> 2" in shown  # the frame, the line
     assert len(own["stored"]) > 1
-    assert seen["formatted"] == ["ValueError", "ValueError"]  # shown and stored: never for the withheld one
+    # shown and stored for the student's own error, stored for the Hint (IPython's history): never for the withheld one
+    assert seen["formatted"] == ["Hint", "ValueError", "ValueError"]

@@ -206,9 +206,11 @@ def one_line_withheld_tracebacks(shell):
     pygments over every frame; lesson 05 has ten such cells, and grading 3 of its solved submissions went from
     6.7 to 4.7 CPU-s each with this (load 5, identical graded notebooks and feedback pages).
     Here that one exception gets a one-line traceback with the same name and message; every other error keeps
-    IPython's full traceback, which the student does see."""
+    IPython's full traceback, which the student does see. It is added beside qkv.checking's short Hints, which the
+    notebook's first cell installs: set alone, whichever came second replaced the other."""
     try:
         from qkv._withheld import WithheldDuringGrading
+        from qkv.checking.display import add_custom_traceback
     except ImportError:  # not a kernel view of qkv: nothing is withheld
         return
 
@@ -218,7 +220,7 @@ def one_line_withheld_tracebacks(shell):
         shell._showtraceback(etype, value, stb)
         return stb
 
-    shell.set_custom_exc((WithheldDuringGrading,), show)
+    add_custom_traceback(shell, (WithheldDuringGrading,), show)
     for_history = getattr(shell, "_format_exception_for_storage", None)  # IPython >= 9 keeps them
     if for_history is None:
         return
