@@ -3,12 +3,12 @@
     .venv/bin/python bench/bench_threads.py
 
 `import qkv` sets numpy's BLAS pool to the CPUs that are free (qkv/threads.py: affinity and cgroup quota, minus
-the 1-minute load average, rounded, shared among the grader's workers). For each extra load this starts that many
-busy-loop processes (each stopped after the measurement, and bounded by BUSY_SECONDS in any case), then prints the
-median forward time with 1, 2, ... threads and the count qkv chooses at that load (the machine's load before the
-bench plus the busy loops: the 1-minute average itself takes a minute to follow). On a machine shared with others
-the background load is not 0: it is printed, read the rows as "background + n". Results are computed, never read
-from qkv.model_cache. Prints only; asserts nothing.
+the CPUs other processes keep busy, measured over a tenth of a second, rounded, shared among the grader's workers).
+For each extra load this starts that many busy-loop processes (each stopped after the measurement, and bounded by
+BUSY_SECONDS in any case), then prints the median forward time with 1, 2, ... threads, the count qkv chooses with
+the loops running (measured, as `import qkv` does), and the count the 1-minute load average would have given at
+that moment, which trails the machine by a minute. On a machine shared with others the background is not 0: read
+the rows as "background + n". Results are computed, never read from qkv.model_cache. Prints only; asserts nothing.
 """
 import os
 
@@ -54,12 +54,15 @@ def main():
           f"visible; cgroup quota {threads.cgroup_cpu_quota() or 'none'}; BLAS threads set by import qkv: {chosen}")
     smol = model.load()
     ids = model.encode(smol, TEXT)[:32]
-    print(f"\n{'busy loops':>10} {'qkv chooses':>12} " + " ".join(f"{f'{n} thread(s): median (min-max) ms':>34}"
-                                                           for n in range(1, visible + 1)) + "   fastest")
+    print(f"\n{'busy loops':>10} {'busy CPUs':>10} {'qkv chooses':>12} {'load average would':>19} "
+          + " ".join(f"{f'{n} thread(s): median (min-max) ms':>34}" for n in range(1, visible + 1)) + "   fastest")
     for extra in EXTRA_LOADS:
         loops = busy(extra)
         try:
             time.sleep(SETTLE_SECONDS if extra else 0)
+            measured = threads.busy_cpus()
+            choice = threads.usable_cpus(load=measured, workers=1)
+            by_load_average = threads.usable_cpus(load=os.getloadavg()[0], workers=1)
             rows = {}
             for count in range(1, visible + 1):
                 with threadpool_limits(limits=count, user_api="blas"):
@@ -68,11 +71,10 @@ def main():
             for loop in loops:
                 loop.kill()
                 loop.wait()
-        choice = threads.usable_cpus(load=background + extra, workers=1)
         fastest = min(rows, key=lambda n: rows[n][0])
         cells = " ".join(f"{f'{m:.0f} ({lo:.0f}-{hi:.0f})':>34}" for m, lo, hi in rows.values())
-        print(f"{extra:>10} {choice:>12} {cells}   {fastest} thread(s){'' if fastest == choice else '  (qkv chose otherwise)'}",
-              flush=True)
+        print(f"{extra:>10} {measured:>10.1f} {choice:>12} {by_load_average:>19} {cells}   {fastest} thread(s)"
+              f"{'' if fastest == choice else '  (qkv chose otherwise)'}", flush=True)
 
 
 if __name__ == "__main__":

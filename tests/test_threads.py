@@ -1,5 +1,8 @@
-"""BLAS threads follow the cgroup CPU quota (qkv.threads), unless the user set a thread count."""
+"""BLAS threads follow the cgroup CPU quota and the CPUs other processes keep busy (qkv.threads), unless the user
+set a thread count."""
 import os
+import subprocess
+import sys
 
 import threadpoolctl
 
@@ -66,3 +69,45 @@ def test_the_blas_pool_is_limited_unless_the_user_chose(monkeypatch):
     finally:
         for pool in before:
             threadpoolctl.threadpool_limits(limits=pool["num_threads"], user_api=pool["user_api"])
+
+
+def stat_lines(*cpus):
+    """/proc/stat text with these (idle + iowait, all) clock ticks for cpu0, cpu1, ..."""
+    lines = ["cpu  1 2 3 4 5 6 7 8 0 0"]
+    for n, (idle, total) in enumerate(cpus):
+        lines.append(f"cpu{n} {total - idle} 0 0 {idle} 0 0 0 0 0 0")
+    return "\n".join(lines + ["intr 1 2 3", "procs_running 1"]) + "\n"
+
+
+def test_busy_cpus_is_the_share_of_each_usable_cpu_that_was_not_idle(tmp_path, monkeypatch):
+    stat = tmp_path / "stat"
+    readings = iter([stat_lines((100, 200), (100, 200), (100, 200)), stat_lines((100, 300), (200, 300), (150, 300))])
+    monkeypatch.setattr(threads.time, "sleep", lambda seconds: stat.write_text(next(readings)))
+    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: {0, 1})  # cpu2 is not this process's
+    stat.write_text(next(readings))
+    assert threads.busy_cpus(stat=str(stat)) == 1.0  # cpu0 busy throughout, cpu1 idle throughout
+    assert threads.busy_cpus(stat=str(tmp_path / "missing")) is None
+
+
+def test_a_cpu_kept_busy_by_another_process_is_seen_at_once():
+    # the 1-minute load average takes a minute to follow a new load; the measurement sees it within its window
+    visible = len(os.sched_getaffinity(0))
+    loop = subprocess.Popen([sys.executable, "-c", "import time\nend = time.monotonic() + 20\n"
+                                                   "while time.monotonic() < end:\n    pass"])
+    try:
+        import time
+        time.sleep(0.5)
+        busy = threads.busy_cpus(window=0.5)
+    finally:
+        loop.kill()
+        loop.wait()
+    assert 0.6 <= busy <= visible, busy
+    if visible == 2:
+        assert threads.usable_cpus(quota=2.0, load=busy, workers=1) == 1
+
+
+def test_the_counts_a_kernel_usually_chooses_are_one_and_all_usable_cpus():
+    visible = len(os.sched_getaffinity(0))
+    quota = threads.cgroup_cpu_quota()
+    expected = max(1, min(visible, int(quota))) if quota else visible
+    assert threads.expected_thread_counts() == sorted({1, expected})

@@ -22,28 +22,34 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def fill(lessons=CACHED_LESSONS, blas_threads=None, root=ROOT, timeout=900):
-    """Run each lesson's solution notebook once, so its fixed model results land in the cache; returns the
-    lessons run. A lesson already filled with this very notebook, code, weights and thread count is skipped
-    (a stamp in the results folder). blas_threads: the kernel's (default: what qkv.threads chooses now)."""
+    """Run each lesson's solution notebook once per BLAS thread count, so its fixed model results land in the cache
+    (they are kept per count: the rounding depends on it); returns the (lesson, count) pairs run. One already
+    filled with this very notebook, code, weights and count is skipped (a stamp in the results folder).
+    blas_threads: a count or several (default: $OPENBLAS_NUM_THREADS if set, else the counts a kernel here usually
+    chooses, qkv.threads.expected_thread_counts)."""
     folder = model_cache.results_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    blas_threads = int(blas_threads or os.environ.get("OPENBLAS_NUM_THREADS") or threads.usable_cpus())
+    if blas_threads is None:
+        chosen = os.environ.get("OPENBLAS_NUM_THREADS")
+        blas_threads = [int(chosen)] if chosen else threads.expected_thread_counts()
+    counts = [int(blas_threads)] if isinstance(blas_threads, (int, str)) else [int(n) for n in blas_threads]
     ran = []
     for lesson in lessons:
         notebook = root / "solutions" / lesson / f"{lesson}.ipynb"
         if lesson not in CACHED_LESSONS or not notebook.is_file():
             continue
-        stamp = folder / f"filled-{lesson}.json"
-        identity = {"notebook": hashlib.sha256(notebook.read_bytes()).hexdigest(), "threads": blas_threads,
-                    **model_cache.computation_identity()}
-        with _locked(folder / f".fill-{lesson}.lock"):
-            with contextlib.suppress(OSError, ValueError):
-                if json.loads(stamp.read_text()) == identity:
-                    continue
-            run_notebook(notebook, root, {"OPENBLAS_NUM_THREADS": str(blas_threads),
-                                          model_cache.MODE_VARIABLE: "fill"}, timeout)
-            stamp.write_text(json.dumps(identity))
-            ran.append(lesson)
+        for count in counts:
+            stamp = folder / f"filled-{lesson}-{count}-threads.json"
+            identity = {"notebook": hashlib.sha256(notebook.read_bytes()).hexdigest(), "threads": count,
+                        **model_cache.computation_identity()}
+            with _locked(folder / f".fill-{lesson}.lock"):
+                with contextlib.suppress(OSError, ValueError):
+                    if json.loads(stamp.read_text()) == identity:
+                        continue
+                run_notebook(notebook, root, {"OPENBLAS_NUM_THREADS": str(count),
+                                              model_cache.MODE_VARIABLE: "fill"}, timeout)
+                stamp.write_text(json.dumps(identity))
+                ran.append((lesson, count))
     return ran
 
 
@@ -100,7 +106,8 @@ def main(argv=None):
         print(f"qkv.fill_model_cache: could not fill {model_cache.results_dir()} ({type(error).__name__}: {error}); "
               f"the model lessons will compute their results on every run", file=sys.stderr)
         return 0
-    print(f"model results cached in {model_cache.results_dir()}: ran {', '.join(ran) or 'nothing (already filled)'}")
+    print(f"model results cached in {model_cache.results_dir()}: ran "
+          f"{', '.join(f'{lesson} at {count} BLAS thread(s)' for lesson, count in ran) or 'nothing (already filled)'}")
     return 0
 
 

@@ -5,11 +5,17 @@ OpenBLAS starts one thread per visible CPU, and the threads then wait on each ot
 32-token SmolLM2 forward took 171 ms with one thread and 356 ms with two (issue 12). And on a machine whose
 CPUs are partly busy elsewhere, the BLAS threads that find no free CPU wait for the others: at load 1.2 on 2
 cores, two threads took 512-3,789 ms (median 559) where one took 272-345 ms (median 278) (issue 22). `import
-qkv` therefore limits the BLAS pool to the CPUs that are free (quota and affinity, minus the load, shared
-between the grader's workers), unless the user chose a thread count in the environment.
+qkv` therefore limits the BLAS pool to the CPUs that are free (quota and affinity, minus the CPUs other
+processes keep busy, shared between the grader's workers), unless the user chose a thread count in the
+environment.
+
+"Busy" is measured, not read from the load average: over a tenth of a second, how much of each of this process's
+CPUs the kernel counted as not idle (/proc/stat). The 1-minute load average trails the machine by a minute: it
+still held a finished run's load (2 threads were faster, 1 was chosen) and had not yet seen a new one.
 """
 import math
 import os
+import time
 
 # Any of these set by the user is a deliberate choice that we leave alone.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
@@ -55,10 +61,49 @@ def _v1_quota(folder):
         return None
 
 
+BUSY_WINDOW_SECONDS = 0.1
+
+
+def busy_cpus(window=BUSY_WINDOW_SECONDS, stat="/proc/stat"):
+    """CPUs' worth of time that other processes kept busy during the next `window` seconds, on the CPUs this process
+    may use (it sleeps meanwhile); None where /proc/stat cannot be read (not Linux)."""
+    try:
+        mine = os.sched_getaffinity(0)
+    except AttributeError:
+        return None
+    before = _cpu_jiffies(stat, mine)
+    if not before:
+        return None
+    time.sleep(window)
+    after = _cpu_jiffies(stat, mine)
+    busy = 0.0
+    for cpu, (idle, total) in before.items():
+        idle_after, total_after = after.get(cpu, (idle, total))
+        if total_after > total:
+            busy += 1.0 - (idle_after - idle) / (total_after - total)
+    return busy
+
+
+def _cpu_jiffies(stat, cpus):
+    # {cpu: (idle + iowait, all)} in clock ticks since boot, for the cpuN lines of `cpus`
+    found = {}
+    try:
+        with open(stat) as f:
+            for line in f:
+                name, _, fields = line.partition(" ")
+                if name[:3] == "cpu" and name[3:].isdigit() and int(name[3:]) in cpus:
+                    ticks = [int(v) for v in fields.split()[:8]]  # user nice system idle iowait irq softirq steal
+                    found[int(name[3:])] = (ticks[3] + ticks[4], sum(ticks))
+    except (OSError, ValueError, IndexError):
+        return {}
+    return found
+
+
 def usable_cpus(quota=None, load=None, workers=None):
-    """Whole CPUs this process may keep busy: its CPU affinity, capped by the cgroup quota, minus the CPUs the
-    1-minute load average says are busy (rounded to the nearest: floor(cpus - load + 0.5)), divided among the
-    grader's `workers` (QKV_WORKERS); at least 1, at most the CPUs.
+    """Whole CPUs this process may keep busy: its CPU affinity, capped by the cgroup quota, minus the CPUs other
+    processes keep busy (`load`: measured by busy_cpus, or the 1-minute load average where it cannot be; rounded
+    to the nearest: floor(cpus - load + 0.5)), divided among the grader's `workers` (QKV_WORKERS); at least 1, at
+    most the CPUs.
 
     A thread beyond the free CPUs waits for the others at every BLAS barrier. Measured on the 2-core course
     machine: at load 11 lesson 05 ran in 16 s with one thread and 50 s with two; at load 1.2 a 32-token
@@ -71,6 +116,8 @@ def usable_cpus(quota=None, load=None, workers=None):
     quota = cgroup_cpu_quota() if quota is None else quota
     cpus = max(1, min(visible, math.floor(quota + 1e-9))) if quota else max(1, visible)
     if load is None:
+        load = busy_cpus()
+    if load is None:
         try:
             load = os.getloadavg()[0]
         except OSError:
@@ -82,6 +129,12 @@ def usable_cpus(quota=None, load=None, workers=None):
         except ValueError:
             workers = 1
     return max(1, min(free, cpus // max(1, workers)))
+
+
+def expected_thread_counts():
+    """The BLAS thread counts a kernel on this machine usually runs at, for results kept per count
+    (qkv.model_cache): all the usable CPUs on a quiet machine, 1 on a busy one or in a grading worker."""
+    return sorted({1, usable_cpus(load=0.0, workers=1)})
 
 
 def match_blas_threads(environ=os.environ):
