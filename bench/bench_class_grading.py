@@ -1,6 +1,8 @@
-"""Grading a class: README's sequential `nbgrader autograde` against `make grade` (parallel workers), same grader.
+"""Grading a class: README's stock nbgrader commands against `make grade` (parallel workers), same grader.
 
-Prints wall time of each, the speed-up, CPU seconds per submission (worker plus its sandboxed kernel), peak memory
+The stock route is what an instructor runs without `make grade`, one command after the other: `nbgrader autograde`,
+`nbgrader generate_feedback` and `nbgrader export` (make grade does all three). Prints wall time of each route (and
+of the stock route's steps), the speed-up, CPU seconds per submission (worker plus its sandboxed kernel), peak memory
 per worker, and checks that both give the same grades. Sizes: N01 submissions of lesson 01 (an honest mix of
 perfect, half-done and blank), N05, N06, N07 of the model lessons; the defaults (40, 12, 6, 6) fit in about 10
 minutes on a quiet 2-core machine. Measured in one run, never asserted.
@@ -62,13 +64,20 @@ def children_cpu():
     return usage.children_user + usage.children_system
 
 
+STOCK_STEPS = (("autograde", "{lesson}"), ("generate_feedback", "{lesson}"), ("export", "--to", "grades.csv"))
+
+
 def sequential(lesson, n):
+    """(wall seconds of the whole stock route, {step: seconds}, CPU seconds counted, grades)"""
     with tempfile.TemporaryDirectory() as tmp:
         instructor = a_class(tmp, lesson, n)
-        started, cpu = time.perf_counter(), children_cpu()
-        subprocess.run([str(BIN / "nbgrader"), "autograde", lesson, "--log-level=ERROR"], cwd=instructor, env=ENV,
-                       check=True, capture_output=True)
-        return time.perf_counter() - started, children_cpu() - cpu, grades(instructor, lesson)
+        started, cpu, steps = time.perf_counter(), children_cpu(), {}
+        for step in STOCK_STEPS:
+            begun = time.perf_counter()
+            subprocess.run([str(BIN / "nbgrader"), *(a.format(lesson=lesson) for a in step), "--log-level=ERROR"],
+                           cwd=instructor, env=ENV, check=True, capture_output=True)
+            steps[step[0]] = time.perf_counter() - begun
+        return time.perf_counter() - started, steps, children_cpu() - cpu, grades(instructor, lesson)
 
 
 def parallel(lesson, n, jobs):
@@ -99,7 +108,7 @@ def fill_cache(lesson):
 
 def report(lesson, n, jobs):
     fill_cache(lesson)
-    seq_seconds, seq_cpu, seq_grades = sequential(lesson, n)
+    seq_seconds, seq_steps, seq_cpu, seq_grades = sequential(lesson, n)
     par_seconds, measured, par_grades = parallel(lesson, n, jobs)
     cpu = [m["cpu_seconds"] for m in measured]
     rss, template_rss = {}, {}
@@ -110,7 +119,8 @@ def report(lesson, n, jobs):
     print(f"{lesson}, {n} submissions, {len(rss)} workers on {len(os.sched_getaffinity(0))} CPUs"
           f"{', figures not drawn' if NO_FIGURES else ''}{', no model results cache' if NO_CACHE else ''} "
           f"(load average {os.getloadavg()[0]:.1f}):")
-    print(f"  README's nbgrader autograde (sequential): {seq_seconds:7.1f} s wall, "
+    print(f"  README's stock nbgrader (sequential):     {seq_seconds:7.1f} s wall "
+          f"({', '.join(f'{step} {seconds:.1f} s' for step, seconds in seq_steps.items())}), "
           f"{seq_cpu / n:5.2f} CPU-s per submission counted (kernels killed in their PID namespace escape this count)")
     print(f"  make grade (parallel, incl. feedback):    {par_seconds:7.1f} s wall, "
           f"{sum(cpu) / len(cpu):5.2f} CPU-s per submission (worker + kernel)")
