@@ -385,3 +385,74 @@ def test_a_withheld_reference_gets_a_one_line_traceback_and_every_other_error_th
     assert len(own["stored"]) > 1
     # shown and stored for the student's own error, stored for the Hint (IPython's history): never for the withheld one
     assert seen["formatted"] == ["Hint", "ValueError", "ValueError"]
+
+
+# --------------------------------------------------------------------------- a class, graded with and without it
+
+FROZEN_CLOCK = "import time\ntime.perf_counter = lambda: 0.0  # the notebook prints its timings: the same in both runs"
+# what a student might do to the model before the lesson's demonstrations run (cell 1 loads it as `smol`)
+MODEL_TAMPERING = {
+    "ada": None,
+    "bo": "w = smol.weights\nsmol = smol._replace(weights=w._replace(final_norm=w.final_norm * 2))",
+    "cy": "_forward = model.forward\n"
+          "def forward(*args, **kwargs):\n"
+          "    out = _forward(*args, **kwargs)\n"
+          "    return out._replace(logits=out.logits * 1.5)\n"
+          "model.forward = forward",
+}
+
+
+def graded_class(parent, cache_mode):
+    """Lesson 06 handed in by MODEL_TAMPERING's students and graded by make grade; (grades, outputs, pages)."""
+    import subprocess
+    import sys
+
+    from lessons import copy_course, hand_in, solved_release
+    instructor = copy_course(parent)
+    bin_folder = os.path.dirname(sys.executable)
+    env = dict(os.environ, PATH=f"{bin_folder}{os.pathsep}{os.environ.get('PATH', '')}", MPLBACKEND="Agg")
+    if cache_mode == "off":
+        env[model_cache.MODE_VARIABLE] = "off"
+    else:
+        env.pop(model_cache.MODE_VARIABLE, None)
+    subprocess.run([os.path.join(bin_folder, "nbgrader"), "generate_assignment", "06-sinks", "--force"],
+                   cwd=instructor, env=env, check=True, capture_output=True)
+    for student, tampering in MODEL_TAMPERING.items():
+        notebook = solved_release("06-sinks")
+        # (fixed cell ids: a page names each cell by its id, and the two gradings must get the same notebooks)
+        if tampering:  # after the set-up cell, which loads the model
+            notebook.cells.insert(2, nbformat.v4.new_code_cell(tampering, id="model-tampering"))
+        notebook.cells.insert(1, nbformat.v4.new_code_cell(FROZEN_CLOCK, id="frozen-clock"))  # the set-up starts a clock
+        hand_in(instructor, "06-sinks", student, notebook)
+    done = subprocess.run([sys.executable, "-m", "qkv_autograde", "06-sinks"], cwd=instructor, env=env,
+                          capture_output=True, text=True, timeout=3600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{instructor}/gradebook.db") as gradebook:
+        grades = {s.student_id: sorted((g.name, g.score) for n in s.notebooks for g in n.grades)
+                  for s in gradebook.assignment_submissions("06-sinks")}
+    shown = {student: outputs(nbformat.read(str(instructor / "autograded" / student / "06-sinks" / "06-sinks.ipynb"),
+                                            as_version=4)) for student in MODEL_TAMPERING}
+    pages = {student: (instructor / "feedback" / student / "06-sinks" / "06-sinks.html").read_bytes()
+             for student in MODEL_TAMPERING}
+    return grades, shown, pages
+
+
+def first_difference(a, b, around=200):
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return a[max(0, at - around):at + around], b[max(0, at - around):at + around]
+
+
+@pytest.mark.grading_class
+def test_a_class_graded_with_and_without_the_cache_gets_the_same_grades_outputs_and_feedback(tmp_path):
+    # issue 22: make grade's kernels read the cache (read-only) and its workers fill it; nothing a student sees or
+    # is given may change, whatever the student did to the model: rebound weights, a replaced forward
+    computed = graded_class(tmp_path / "off", "off")
+    cached = graded_class(tmp_path / "on", "on")
+    assert cached[0] == computed[0]
+    for student in MODEL_TAMPERING:
+        assert cached[1][student] == computed[1][student], student
+        assert cached[2][student] == computed[2][student], (student, first_difference(cached[2][student],
+                                                                                   computed[2][student]))
+    # the tampering students' demonstrations really did show other numbers than the honest student's
+    assert computed[1]["bo"] != computed[1]["ada"] and computed[1]["cy"] != computed[1]["ada"]

@@ -235,7 +235,7 @@ def call_as_seen(x):
 
 
 @pytest.mark.parametrize("route", ["fresh", "forked"])
-def test_a_calls_arguments_travel_beside_its_one_line_cell_however_large(route, request):
+def test_a_calls_arguments_travel_beside_its_one_line_cell_however_large_and_uncounted(route, request):
     # IPython hashes, transforms, parses and echoes a cell's source in pure Python: arguments written into the
     # source cost the kernel about 0.6 CPU-s per MiB, so they travel in the execute request's metadata instead
     import numpy as np
@@ -245,8 +245,12 @@ def test_a_calls_arguments_travel_beside_its_one_line_cell_however_large(route, 
         cell = nbformat.v4.new_code_cell(SEES_ITS_OWN_CALL)
         assert kernel.run_cell(cell, 0) == "ok", cell.outputs
         code_length, total, n = kernel.get("call_as_seen")(np.ones(1 << 20))  # 8 MiB
+        after = nbformat.v4.new_code_cell("print('next')")
+        assert kernel.run_cell(after, 1) == "ok", after.outputs
     assert (total, n) == (float(1 << 20), 1 << 20)
     assert code_length == len(wire.SERVE_SOURCE) < 100
+    # the calls are silent: the notebook's cells are numbered as if the grader had made none (In [1], In [2])
+    assert (cell.execution_count, after.execution_count) == (1, 2)
 
 
 # the stock route with its kernel command replaced for some starts (the course's config is Python, run by nbgrader)

@@ -293,6 +293,20 @@ def test_a_call_that_prints_40_mib_keeps_only_what_a_test_cell_shows():
     assert "output truncated" in [name for name, _ in kernel.events]
 
 
+def test_text_printed_in_pieces_is_one_output_as_a_notebook_shows_it():
+    # the kernel cuts printed text into messages as it happens to flush: two gradings of one notebook must still
+    # give the same outputs (and feedback page); a figure between two prints keeps them apart
+    client = ScriptedClient([[print_message("a"), print_message("b\n"),
+                              _message("display_data", {"data": {"text/plain": "<Figure>"}, "metadata": {}}),
+                              print_message("c"), _message("stream", {"name": "stderr", "text": "warning"}),
+                              print_message("d\n")]])
+    cell = nbformat.v4.new_code_cell("print('a', 'b'); display(figure); print('c')")
+    client.execute_cell(cell, 0)
+    assert [(o.output_type, o.get("name"), o.get("text")) for o in cell.outputs] == [
+        ("stream", "stdout", "ab\n"), ("display_data", None, None), ("stream", "stdout", "c"),
+        ("stream", "stderr", "warning"), ("stream", "stdout", "d\n")]
+
+
 def test_a_test_cell_with_too_much_printed_names_output_truncated():
     answer = json.dumps({"value": {"__tuple__": []}, "seconds": 0.1, "peak_bytes": None})
     kernel = scripted_kernel(json.dumps({"value": {"__handle__": "h1", "type": "function", "callable": True,

@@ -34,13 +34,15 @@ class BoundedKernelClient(AsyncKernelClient):
 
     def execute(self, code, *args, **kwargs):
         """jupyter_client's execute; a pending wire request travels in the message's metadata (qkv.wire.serve
-        reads it there), so the cell's source stays one short line however large the arguments."""
+        reads it there), so the cell's source stays one short line however large the arguments. A request is
+        executed silently: the kernel counts only the notebook's cells, so how many calls a test made (its random
+        draw) does not shift the In [n] of every later cell on the feedback page."""
         request, self.request_for_next_cell = self.request_for_next_cell, None
         if request is None:
             return super().execute(code, *args, **kwargs)
         self.session.metadata[wire.REQUEST_KEY] = request  # Session.msg copies its metadata into the one message
         try:
-            return super().execute(code, *args, **kwargs)
+            return super().execute(code, *args, **dict(kwargs, silent=True))
         finally:
             del self.session.metadata[wire.REQUEST_KEY]
 

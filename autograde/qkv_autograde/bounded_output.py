@@ -33,6 +33,10 @@ class BoundedOutputClient(NotebookClient):
 
     During a call from a test (`answer_chars` set) the kernel's answer, the wire's MIME type, has a budget of its own
     (wire.REPLY_LIMITS); an answer past it is dropped on arrival and `answer_refused` says how big it was.
+
+    Text printed to the same stream with nothing shown in between is one output, as JupyterLab shows it: how the
+    kernel happened to cut it into messages depends on when it flushed, and would make two gradings of the same
+    notebook give different feedback pages.
     """
 
     def __init__(self, nb, output_bytes, **kw):
@@ -62,7 +66,7 @@ class BoundedOutputClient(NotebookClient):
         if used > self.output_bytes and before < self.output_bytes and isinstance(content.get("text"), str):
             # the start of a long print is kept, up to the cap
             msg = {**msg, "content": {**content, "text": content["text"][:self.output_bytes - before]}}
-            super().output(outs, msg, display_id, cell_index)
+            self._shown(outs, msg, display_id, cell_index)
         if used > self.output_bytes:
             if self.answer_chars is not None:
                 self.call_truncated = True
@@ -73,7 +77,16 @@ class BoundedOutputClient(NotebookClient):
                     text=f"\n[output truncated by the grader: this cell printed more than "
                          f"{self.output_bytes // 1024} KiB]\n"))
             return None
-        return super().output(outs, msg, display_id, cell_index)
+        return self._shown(outs, msg, display_id, cell_index)
+
+    def _shown(self, outs, msg, display_id, cell_index):
+        out = super().output(outs, msg, display_id, cell_index)
+        if (out is not None and out.get("output_type") == "stream" and len(outs) >= 2 and outs[-1] is out
+                and outs[-2].get("output_type") == "stream" and outs[-2].get("name") == out.get("name")):
+            outs.pop()
+            outs[-1]["text"] += out["text"]  # the same stream continued: one output, as a notebook shows it
+            return outs[-1]
+        return out
 
     def _answer(self, outs, msg, display_id, cell_index, data):
         used = self._sizes.get(("answer", cell_index), 0) + output_size(msg.get("content", {}))
