@@ -8,6 +8,7 @@ import json
 import os
 import socket
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -197,6 +198,43 @@ def test_a_forked_kernel_is_a_normal_kernel_for_the_student(template):
     assert first["cwd"] == sandbox.Sandbox.HOME
     assert ".matplotlib" in first["home"]
     assert first["widget picture bytes"] == 0, "no front end will show a widget: it draws no picture"
+
+
+def test_a_model_lessons_kernels_read_the_results_their_template_hashed_without_hashing_again(monkeypatch):
+    """The grader's template for a model lesson loads the weights and hashes every entry of the results cache, which
+    it and its kernels can only read; a kernel reads those entries without hashing them again."""
+    from qkv import model_cache
+    from qkv_autograde import parallel
+
+    entries = sorted(model_cache.results_dir().glob("*" + model_cache.SUFFIX))
+    if not entries:
+        pytest.skip("no model results cached here (make model fills them)")
+    monkeypatch.setattr(parallel, "_templates", {})
+    warm = parallel.kernel_template("06-sinks", 3 << 30)
+    try:
+        seen = run_in_new_kernel(warm, READ_A_VERIFIED_ENTRY)
+    finally:
+        warm.close()
+    assert seen["verified"] and set(seen["verified"]) <= {str(p) for p in entries}
+    assert seen["read"] and seen["hashed"] == 0, seen
+
+
+READ_A_VERIFIED_ENTRY = r"""
+import json
+from pathlib import Path
+from qkv import model, model_cache
+hashed = []
+model_cache._payload_digest = lambda *args: hashed.append(1)    # a hash needed now would also fail the read
+path = Path(sorted(model_cache._verified)[0])
+with open(path, "rb") as file:
+    file.readline()
+    header = json.loads(file.readline())
+names = [name for name, _, _ in header["arrays"]]
+found = model_cache.read(header["key"], model.load().config, header["arrays"][0][2][0],
+                         any(n.startswith("weights.") for n in names), any(n.startswith("hidden.") for n in names),
+                         folder=path.parent)
+print(json.dumps({"verified": sorted(model_cache._verified), "read": found is not None, "hashed": len(hashed)}))
+"""
 
 
 def test_without_bubblewrap_there_is_no_template_and_kernels_start_afresh(monkeypatch):

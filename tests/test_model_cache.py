@@ -255,6 +255,45 @@ def test_a_damaged_entry_is_a_miss_never_a_wrong_answer(smol, results, how):
     assert kinds(log) == ["hit"]
 
 
+def test_an_entry_verified_once_is_read_without_hashing_until_the_file_changes(smol, results, monkeypatch):
+    """The grader's kernel template hashes every entry once (verify_entries) and its forked kernels skip the hash
+    while the file is the one it checked; any other file, or the same one written again, is hashed at its read."""
+    folder, log = results
+    ids, other_ids = M.encode(smol, PROMPT), M.encode(smol, "The capital of Spain is")
+    computed = M.forward(smol, ids, return_weights=True)
+    monkeypatch.setattr(model_cache, "_verified", {})
+    assert model_cache.verify_entries(folder) == 1
+    M.forward(smol, other_ids)                       # written after the check: not in it
+    hashed = []
+    digest = model_cache._payload_digest
+    monkeypatch.setattr(model_cache, "_payload_digest", lambda *args: hashed.append(1) or digest(*args))
+    log.clear()
+    assert same_forward(M.forward(smol, ids, return_weights=True), computed) and hashed == []
+    M.forward(smol, other_ids)
+    assert kinds(log) == ["hit", "hit"] and hashed == [1]
+    (entry,) = [p for p in folder.glob("*.qkvres") if str(p) in model_cache._verified]
+    time.sleep(0.05)                                 # file times move in ticks of a few ms: the change is a new one
+    damage(entry, "flip a payload byte")             # in place: the same inode and size
+    log.clear()
+    assert same_forward(M.forward(smol, ids, return_weights=True), computed)
+    assert kinds(log) == ["miss", "write"] and len(hashed) == 2
+
+
+def test_an_entry_read_back_is_the_callers_array_and_leaves_the_file_alone(smol, results):
+    folder, log = results
+    ids = M.encode(smol, PROMPT)
+    computed = M.forward(smol, ids, return_hidden=True)
+    (entry,) = folder.glob("*.qkvres")
+    stored = entry.read_bytes()
+    read_back = M.forward(smol, ids, return_hidden=True)
+    assert kinds(log) == ["miss", "write", "hit"]
+    assert all(type(a) is np.ndarray and a.flags.writeable and a.flags.aligned
+               for a in [read_back.logits, *read_back.hidden])
+    read_back.logits[:] *= 2.0
+    read_back.hidden[3][:] = 0.0
+    assert entry.read_bytes() == stored and same_forward(M.forward(smol, ids, return_hidden=True), computed)
+
+
 def test_an_entry_under_another_name_is_a_miss(smol, results):
     folder, log = results
     ids = M.encode(smol, PROMPT)

@@ -52,8 +52,9 @@ def kernel_template(lesson, memory_limit):
     if key in _templates and (template is None or template.alive):
         return template
     try:
-        template = forked_kernels.KernelTemplate(**kernel_setup.kernel_walls(lesson, memory_limit),
-                                                 calls=["qkv.model.load"] if uses_model(lesson) else [])
+        # the weights, and the hash of every model result the kernels will read from the cache they cannot write
+        calls = ["qkv.model.load", "qkv.model_cache.verify_entries"] if uses_model(lesson) else []
+        template = forked_kernels.KernelTemplate(**kernel_setup.kernel_walls(lesson, memory_limit), calls=calls)
         kernel_setup.at_exit(template.close)
     except forked_kernels.TemplateUnavailable as why:
         logging.getLogger("qkv_autograde").warning("qkv grader: no warm kernels on this worker (%s)", why)

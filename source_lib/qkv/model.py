@@ -130,12 +130,18 @@ def swiglu_mlp(x, W_gate, W_up, W_down):
     return (silu(x @ W_gate) * (x @ W_up)) @ W_down
 
 
+def attention_inputs(x, layer, config, cos, sin):
+    # [T, d_model] -> q [H_q, T, d_head], k [H_kv, T, d_head], v [H_kv, T, d_head]: RoPE on q and k only
+    h = rms_norm(x, layer.attn_norm, config.rms_eps)
+    q = apply_rope(split_heads(h @ layer.W_q, config.n_heads), cos, sin)
+    k = apply_rope(split_heads(h @ layer.W_k, config.n_kv_heads), cos, sin)
+    v = split_heads(h @ layer.W_v, config.n_kv_heads)
+    return q, k, v
+
+
 def attention_block(x, layer, config, cos, sin, mask, attention, return_weights):
     # [T, d_model] -> [T, d_model], and [H_q, T, T] weights or None
-    h = rms_norm(x, layer.attn_norm, config.rms_eps)
-    q = apply_rope(split_heads(h @ layer.W_q, config.n_heads), cos, sin)     # [H_q, T, d_head]
-    k = apply_rope(split_heads(h @ layer.W_k, config.n_kv_heads), cos, sin)  # [H_kv, T, d_head]
-    v = split_heads(h @ layer.W_v, config.n_kv_heads)                        # [H_kv, T, d_head]
+    q, k, v = attention_inputs(x, layer, config, cos, sin)
     out = np.asarray(attention(q, k, v, mask))
     if out.shape != q.shape:
         raise ValueError(f"attention(q {q.shape}, k {k.shape}, v {v.shape}, mask {mask.shape}) "
