@@ -7,7 +7,8 @@ per worker, and checks that both give the same grades. Sizes: N01 submissions of
 perfect, half-done and blank), N05, N06, N07 of the model lessons. The defaults (40, 40, 40, 12) are the issue's
 class of 40 wherever both routes grade it within 10 minutes on a quiet 2-core machine (lesson 06 takes about 7,
 with the model results cache); lesson 07 times the student's code for about half a minute per notebook on either
-route, so it is graded at 12 (about 7 minutes). Measured in one run, never asserted.
+route, so it is graded at 12 (about 7 minutes). Each lesson's line ends with issue 22's targets, met or missed, on
+the numbers just measured. Measured in one run, never asserted.
 
     python bench/bench_class_grading.py [N01] [N05] [N06] [N07] [--no-figures] [--no-cache]
 
@@ -32,6 +33,9 @@ from lessons import copy_course, hand_in, solved_release  # noqa: E402
 BIN = pathlib.Path(sys.executable).parent
 ENV = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", MPLBACKEND="Agg")
 
+
+# issue 22's targets on 2 cores: (least speed-up of make grade over stock, most CPU-s per submission or None)
+TARGETS = {"01-lookup": (5.0, None), "05-heads": (3.0, 2.0), "06-sinks": (4.0, 4.0), "07-cost": (3.0, None)}
 
 NO_FIGURES = "--no-figures" in sys.argv
 NO_CACHE = "--no-cache" in sys.argv
@@ -130,6 +134,18 @@ def report(lesson, n, jobs):
           f"{', '.join(f'{v:.0f} MB' for v in rss.values())}, per worker's kernel template "
           f"{', '.join(f'{v:.0f} MB' for v in template_rss.values())}; kernels forked from a template: "
           f"{forked} of {len(measured)}; same grades: {seq_grades == par_grades}")
+    print("  " + against_targets(lesson, seq_seconds / par_seconds, sum(cpu) / len(cpu)))
+
+
+def against_targets(lesson, speed_up, cpu_per_submission):
+    least_speed_up, most_cpu = TARGETS[lesson]
+    verdicts = [f"speed-up >= {least_speed_up:g}x {'met' if speed_up >= least_speed_up else 'MISSED'}"]
+    if most_cpu is not None:
+        verdicts.append(f"<= {most_cpu:g} CPU-s per submission "
+                        f"{'met' if cpu_per_submission <= most_cpu else 'MISSED'}")
+    where = ("" if "MISSED" not in " ".join(verdicts) else
+             f"; where a submission's time goes: python bench/bench_notebooks.py {lesson} (its slowest cells)")
+    return f"issue 22's targets on 2 cores: {', '.join(verdicts)}{where}"
 
 
 if __name__ == "__main__":
