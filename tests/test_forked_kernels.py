@@ -8,7 +8,6 @@ import json
 import os
 import socket
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest

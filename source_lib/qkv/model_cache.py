@@ -24,8 +24,8 @@ multiple of 64. A read maps the file copy-on-write rather than copying it: the a
 change, and pages no one writes are shared with the page cache (lesson 06's four 144 MiB logits cost a grading
 kernel 0.15-0.35 s each to copy and hash). An entry that fails any check (header, shapes, size, hash) is a miss,
 never a wrong answer; the hash is checked at every read, except in the kernels the grader forks from a template
-that checked every entry of a folder they can only read (verify_entries), while the file is still that one. Entries are written only while filling:
-`python -m qkv.fill_model_cache` runs the solution notebooks of CACHED_LESSONS once, so that every later run, and
+that checked every entry of a folder they can only read (verify_entries), while the file is still that one.
+Entries are written only while filling: `python -m qkv.fill_model_cache` runs the solution notebooks of CACHED_LESSONS once, so that every later run, and
 every student's kernel, reads their fixed results (`make model` does it; the grader does it once per class, before
 its kernels, which see the cache read-only). Everyday calls only read, so a notebook that times forward passes
 on its own inputs (lesson 07 measures what a KV cache saves) still times the computation, and a student's
@@ -202,7 +202,7 @@ def verify_entries(folder=None):
     """Hash every entry of `folder` this process could read (the same code, numpy, BLAS and thread count) now, so
     that reads of those very files skip it: the grader's kernel template calls this once, in a sandbox where the
     folder is read-only, and each kernel forked from it inherits what was checked. A file changed since (another
-    inode, size or time) is hashed again at its read. Returns the count."""
+    inode, size or time) is hashed again at its read. Returns how many entries this process holds as checked."""
     folder, computed_by = Path(folder or results_dir()), _computed_by()
     for path in sorted(folder.glob("*" + SUFFIX)):
         with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
@@ -234,16 +234,19 @@ def _map(file):
     header = json.loads(file.readline(_HEADER_LIMIT))
     if header.get("format") != FORMAT:
         return None
-    layout, offset = [], _aligned(file.tell())
+    layout, end = [], file.tell()
     for name, dtype, shape in header["arrays"]:
         dtype, shape = np.dtype(dtype), tuple(int(n) for n in shape)
         if dtype not in (np.float32, np.float64) or any(n < 0 for n in shape):
             return None
-        layout.append((name, dtype, shape, offset))
-        offset = _aligned(offset + int(np.prod(shape)) * dtype.itemsize)
+        layout.append((name, dtype, shape, _aligned(end)))
+        end = _aligned(end) + _nbytes(dtype, shape)
     stat = os.fstat(file.fileno())
-    end = layout[-1][3] + int(np.prod(layout[-1][2])) * layout[-1][1].itemsize if layout else file.tell()
     return (stat, header, layout) if stat.st_size == end else None
+
+
+def _nbytes(dtype, shape):
+    return int(np.prod(shape)) * dtype.itemsize
 
 
 def _aligned(offset):
@@ -254,7 +257,7 @@ def _read_digest(file, layout, chunk=1 << 20):
     # the payload's sha256 read through one small buffer: a template that checks a folder keeps none of it mapped
     digest, buffer = hashlib.sha256(), bytearray(chunk)
     for _, dtype, shape, offset in layout:
-        left = int(np.prod(shape)) * dtype.itemsize
+        left = _nbytes(dtype, shape)
         while left:
             got = os.preadv(file.fileno(), [memoryview(buffer)[:min(left, chunk)]], offset)
             if got <= 0:
@@ -268,7 +271,7 @@ def _payload_digest(pages, layout):
     digest = hashlib.sha256()
     with memoryview(pages) as whole:
         for _, dtype, shape, offset in layout:
-            digest.update(whole[offset:offset + int(np.prod(shape)) * dtype.itemsize])
+            digest.update(whole[offset:offset + _nbytes(dtype, shape)])
     return digest.hexdigest()
 
 
