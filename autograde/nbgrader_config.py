@@ -91,7 +91,8 @@ c.OverwriteCells.add_missing_cells = True
 
 # Harmless warnings that would otherwise clutter feedback: matplotlib font cache, jupyter paths.
 c.IgnorePattern.enabled = True
-c.IgnorePattern.pattern = r"Matplotlib is building the font cache|Widget Javascript not detected|DeprecationWarning: Jupyter is migrating"
+c.IgnorePattern.pattern = (r"Matplotlib is building the font cache|Widget Javascript not detected"
+                           r"|DeprecationWarning: Jupyter is migrating")
 
 # Feedback pages: nbgrader's feedback template, rendered without nbconvert's BeautifulSoup pass, which costs more
 # than the rendering itself and, for this classic template, only adds alt texts (done directly instead).

@@ -109,7 +109,8 @@ def fill_cache(lesson):
     started = time.perf_counter()
     # at one BLAS thread, the count make grade's workers give their kernels on this machine (qkv.threads)
     ran = fill_model_cache.fill((lesson,), blas_threads=1)
-    print(f"{lesson}: model results cache {'filled' if ran else 'already filled'} in {time.perf_counter() - started:.1f} s")
+    print(f"{lesson}: model results cache {'filled' if ran else 'already filled'} "
+          f"in {time.perf_counter() - started:.1f} s")
 
 
 def report(lesson, n, jobs):

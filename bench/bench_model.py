@@ -104,7 +104,8 @@ def main():
     if reference is None:
         print("llama.cpp: not measured (no llama_cpp here; pass --llamacpp-python)")
     else:
-        report(f"llama.cpp, same {len(ids)} tokens", reference, f"numpy / llama.cpp = {forward_seconds / reference:.1f}x")
+        report(f"llama.cpp, same {len(ids)} tokens", reference,
+               f"numpy / llama.cpp = {forward_seconds / reference:.1f}x")
 
 
 if __name__ == "__main__":

@@ -143,7 +143,8 @@ def main():
     tokenizer = [{"text": text, "ids": ids} for text, ids in tokenizer_ids.items()]
     (DATA / "llamacpp_reference.json").write_text(json_one_item_per_line(header, tokenizer=tokenizer, prompts=prompts))
     for prompt in prompts:
-        print(repr(prompt["text"][:40]), "->", repr(prompt["q4_1"]["greedy_text"]), "| f32:", repr(prompt["f32"]["greedy_text"]))
+        print(repr(prompt["text"][:40]), "->", repr(prompt["q4_1"]["greedy_text"]),
+              "| f32:", repr(prompt["f32"]["greedy_text"]))
     print(f"wrote {DATA / 'llamacpp_reference.json'} and {DATA / 'llamacpp_reference.npz'}")
 
 

@@ -33,7 +33,8 @@ def counting():
         print(f"  {T} tokens -> {cost.score_count(T):,} scores")
     print(f"  GPT-2 small at 1,024 tokens: {cost.score_count(1024):,} per head per layer, "
           f"{cost.score_count(1024, 12, 12):,} for 12 x 12")
-    print(f"  4,096 -> 16,384 tokens: x{cost.cost_ratio(4096, 16384):g};  2,048 -> 8,192: x{cost.cost_ratio(2048, 8192):g}")
+    print(f"  4,096 -> 16,384 tokens: x{cost.cost_ratio(4096, 16384):g};  "
+          f"2,048 -> 8,192: x{cost.cost_ratio(2048, 8192):g}")
 
 
 def wall():
@@ -59,11 +60,13 @@ def smollm2_layers(m):
         share = flops["attention products"] / sum(flops.values())
         s = cost.layer_seconds(m, T)
         products_s = s["Q K^T"] + s["weights @ V"]
-        print(f"  T = {T:>5}: products {share:>6.1%} of the FLOPs; attention block {s['attention block'] * 1e3:>8.1f} ms "
+        print(f"  T = {T:>5}: products {share:>6.1%} of the FLOPs; "
+              f"attention block {s['attention block'] * 1e3:>8.1f} ms "
               f"({s['attention block'] / T * 1e6:>6.1f} us/token), MLP {s['MLP'] * 1e3:>7.1f} ms "
               f"({s['MLP'] / T * 1e6:>5.1f} us/token)")
         # what the count leaves out: the softmax's time, and the products' lower FLOP rate on [T, T] arrays
-        print(f"           mask and softmax {s['mask and softmax'] / (products_s + s['mask and softmax']):>4.0%} of the "
+        softmax_share = s['mask and softmax'] / (products_s + s['mask and softmax'])
+        print(f"           mask and softmax {softmax_share:>4.0%} of the "
               f"[T, T] work's time; GFLOP/s products {flops['attention products'] / products_s / 1e9:.1f}, "
               f"MLP {flops['MLP'] / s['MLP'] / 1e9:.1f}")
 
@@ -74,9 +77,15 @@ def recurrence():
     W_x, W_h, W_Q, W_K, W_V = (rng.normal(size=(64, 64)) / 8 for _ in range(5))
     for T in (256, 1024, 4096, 8192):
         X = rng.normal(size=(T, 64))
-        start = time.perf_counter(); H = cost.rnn_forward(X, W_x, W_h); rnn_s = time.perf_counter() - start
-        start = time.perf_counter(); np.tanh(X @ W_x + H @ W_h); batched_s = time.perf_counter() - start
-        start = time.perf_counter(); attention(X @ W_Q, X @ W_K, X @ W_V); att_s = time.perf_counter() - start
+        start = time.perf_counter()
+        H = cost.rnn_forward(X, W_x, W_h)
+        rnn_s = time.perf_counter() - start
+        start = time.perf_counter()
+        np.tanh(X @ W_x + H @ W_h)
+        batched_s = time.perf_counter() - start
+        start = time.perf_counter()
+        attention(X @ W_Q, X @ W_K, X @ W_V)
+        att_s = time.perf_counter() - start
         print(f"  T = {T:>5}: recurrent {rnn_s * 1e3:>8.2f} ms in {T} steps (path T-1 = {T - 1}); the same arithmetic "
               f"as one product {batched_s * 1e3:>7.2f} ms (x{rnn_s / batched_s:.0f} for waiting); attention "
               f"{att_s * 1e3:>8.1f} ms in 1 step (path 1), x{att_s / rnn_s:.2f} the recurrence's time")
@@ -85,7 +94,7 @@ def recurrence():
         print(f"           GFLOP/s: recurrent {rnn_rate / 1e9:.2f}, attention {att_rate / 1e9:.2f} "
               f"(x{att_rate / rnn_rate:.1f})")
 
-def kv_cache(m):
+def kv_cache_generation(m):
     print("== KV cache: 64 new tokens after a 256-token prompt, both generations in full")
     c = m.config
     prompt = [int(i) for i in np.random.default_rng(7).integers(1000, c.vocab_size, size=256)]
@@ -160,7 +169,7 @@ def main():
     wall()
     smollm2_layers(m)
     recurrence()
-    kv_cache(m)
+    kv_cache_generation(m)
     online_softmax()
     if "--no-notebook" not in sys.argv:
         notebook_time()

@@ -55,7 +55,8 @@ def sink_table(m, c):
     for text in (" Paris", ".", "\n"):
         first = model.encode(m, text)[0]
         weights = model.forward(m, [first] + list(ids[1:]), return_weights=True).weights
-        print(f"  first token replaced by {text!r}: mean share {np.mean([sinks.first_token_share(w) for w in weights]):.3f} "
+        mean_share = np.mean([sinks.first_token_share(w) for w in weights])
+        print(f"  first token replaced by {text!r}: mean share {mean_share:.3f} "
               f"(original {shares.mean():.3f})")
     return ids, run
 
@@ -76,8 +77,8 @@ def weight_vs_contribution(m, c, ids, run):
         for head in range(c.n_heads):
             W_O_head = W_o[head * c.d_head:(head + 1) * c.d_head]
             for i in range(T - 10, T):
-                norms = sinks.contribution_norms(run.weights[layer][head, i, :i + 1], recorded[layer][head // group][:i + 1],
-                                                 W_O_head)
+                norms = sinks.contribution_norms(run.weights[layer][head, i, :i + 1],
+                                                 recorded[layer][head // group][:i + 1], W_O_head)
                 w_parts.append(run.weights[layer][head, i, 0])
                 c_parts.append(norms[0] / norms.sum())
         weight.append(np.mean(w_parts))
@@ -158,7 +159,8 @@ def perplexity_memory(T=768, vocab=49152):
         value = fn(logits, ids)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-        print(f"  {name:>22}: {peak / 2**20:6.0f} MiB = {peak / logits.nbytes:.1f} x the logits (perplexity {value:.2f})")
+        print(f"  {name:>22}: {peak / 2**20:6.0f} MiB = {peak / logits.nbytes:.1f} x the logits "
+              f"(perplexity {value:.2f})")
 
 
 def head_patterns(m, c, run):
@@ -179,7 +181,8 @@ def head_patterns(m, c, run):
     top = sinks.top_heads(maps["induction"], 5)
     others = [(l, h) for l in range(c.n_layers) for h in range(c.n_heads) if (l, h) not in top]
     draws = np.random.default_rng(7)
-    random_losses = [second_copy_loss([others[i] for i in draws.choice(len(others), 5, replace=False)]) for _ in range(3)]
+    random_losses = [second_copy_loss([others[i] for i in draws.choice(len(others), 5, replace=False)])
+                     for _ in range(3)]
     print(f"second-copy loss (nats): intact {second_copy_loss([]):.2f}, top-5 induction heads ablated "
           f"{second_copy_loss(top):.2f}, 5 random heads ablated " + ", ".join(f"{x:.2f}" for x in random_losses))
 

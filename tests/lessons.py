@@ -192,8 +192,8 @@ def error_outputs_of_a_graded_perfect_notebook(lesson, parent, grader_options=()
     subprocess.run([str(bin_dir / "nbgrader"), "generate_assignment", lesson, "--force"], cwd=instructor, env=env,
                    check=True, capture_output=True)
     hand_in(instructor, lesson, "perfect", solved_release(lesson))
-    graded = subprocess.run([str(bin_dir / "nbgrader"), "autograde", lesson, "--force", *grader_options], cwd=instructor, env=env,
-                            capture_output=True, text=True, timeout=1800)
+    graded = subprocess.run([str(bin_dir / "nbgrader"), "autograde", lesson, "--force", *grader_options],
+                            cwd=instructor, env=env, capture_output=True, text=True, timeout=1800)
     assert graded.returncode == 0, graded.stdout[-3000:] + graded.stderr[-3000:]
     nb = nbformat.read(next((instructor / "autograded" / "perfect" / lesson).glob("*.ipynb")), as_version=4)
     errors = []

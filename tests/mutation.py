@@ -47,7 +47,8 @@ def graded_functions(rows=None):
         hidden = hidden_module(row.number)
         for reference in hidden.GRADED_REFERENCES:
             test = HIDDEN_TEST_NAMES.get(reference, reference.rpartition(".")[2])
-            if reference not in NOT_MUTATED and getattr(getattr(hidden, test, None), "__module__", None) == hidden.__name__:
+            if (reference not in NOT_MUTATED
+                    and getattr(getattr(hidden, test, None), "__module__", None) == hidden.__name__):
                 graded[reference] = (row.number, test)
     return graded
 
@@ -270,12 +271,14 @@ def _call_sites(node, line):
                 yield node, (lambda n=node, k=keyword, a=axis: _with_keyword(n, k, ast.Constant(a))), \
                     f"line {line}: axis={keyword.value.id} -> axis={axis} in {func}"
         if keyword.arg not in ("keepdims", "dtype", "out"):
-            yield node, (lambda n=node, k=keyword: _without_keyword(n, k)), f"line {line}: {keyword.arg}= dropped in {func}"
+            yield node, (lambda n=node, k=keyword: _without_keyword(n, k)), \
+                f"line {line}: {keyword.arg}= dropped in {func}"
     if short in ("swapaxes", "transpose") and node.args:
         target = node.args[0] if short == "swapaxes" or isinstance(node.func, ast.Name) else node.func.value
         yield node, (lambda t=target: t), f"line {line}: dropped the transpose {_name(node)}"
     if short == "exp" and node.args and isinstance(node.args[0], ast.BinOp) and isinstance(node.args[0].op, ast.Sub):
-        yield node, (lambda n=node: ast.Call(n.func, [n.args[0].left], n.keywords)), f"line {line}: shift dropped from {_name(node)}"
+        yield node, (lambda n=node: ast.Call(n.func, [n.args[0].left], n.keywords)), \
+            f"line {line}: shift dropped from {_name(node)}"
     if short == "where" and len(node.args) == 3:
         yield node, (lambda n=node: ast.Call(n.func, [n.args[0], n.args[2], n.args[1]], n.keywords)), \
             f"line {line}: branches swapped in {_name(node)}"
@@ -285,8 +288,10 @@ def _call_sites(node, line):
                 f"line {line}: {node.func.id} -> {other}"
     if isinstance(node.func, ast.Name) and node.func.id == "range" and len(node.args) == 1:
         n = node.args[0]
-        yield node, (lambda c=node, n=n: ast.Call(c.func, [_shifted(n, -1)], [])), f"line {line}: range({_name(n)}) -> range({_name(n)} - 1)"
-        yield node, (lambda c=node, n=n: ast.Call(c.func, [ast.Constant(1), n], [])), f"line {line}: range({_name(n)}) -> range(1, {_name(n)})"
+        yield node, (lambda c=node, n=n: ast.Call(c.func, [_shifted(n, -1)], [])), \
+            f"line {line}: range({_name(n)}) -> range({_name(n)} - 1)"
+        yield node, (lambda c=node, n=n: ast.Call(c.func, [ast.Constant(1), n], [])), \
+            f"line {line}: range({_name(n)}) -> range(1, {_name(n)})"
     names = [i for i, a in enumerate(node.args) if isinstance(a, (ast.Name, ast.Call, ast.BinOp))]
     for i, j in zip(names, names[1:]):
         yield node, (lambda n=node, i=i, j=j: ast.Call(n.func, _swapped(n.args, i, j), n.keywords)), \
@@ -396,7 +401,7 @@ def mutants(graded):
     for where in (name, *HELPERS.get(graded, ())):
         tree = _module_tree(module_name)
         function = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == where)
-        for index, (node, make, description) in enumerate(list(_sites(function))):
+        for index, (_node, _make, description) in enumerate(list(_sites(function))):
             mutated_tree = _module_tree(module_name)
             mutated_function = next(n for n in mutated_tree.body if isinstance(n, ast.FunctionDef) and n.name == where)
             # the same walk over an identical tree reaches the same node at the same index
@@ -465,9 +470,11 @@ def _softmax_inputs(rng):
         a, b, c = _distinct(rng, 2, 9, 3)
         cases += [((_normal(rng, a),), {}), ((_normal(rng, a, b),), {}), ((_normal(rng, a, b),), {"axis": 0}),
                   ((_normal(rng, a, b, c, scale=3),), {"axis": 1}), ((_normal(rng, a, b, c),), {"axis": -2})]
-    cases += [((np.array([[0.0, 0.0], [1000.0, 1000.0]]),), {}), ((np.array([[0.0, 1000.0], [0.0, 1000.0]]),), {"axis": 0}),
+    cases += [((np.array([[0.0, 0.0], [1000.0, 1000.0]]),), {}),
+              ((np.array([[0.0, 1000.0], [0.0, 1000.0]]),), {"axis": 0}),
               ((np.array([[-500.0, 300.0, 0.0], [800.0, 800.5, 799.0]]),), {}), ((_normal(rng, 3, 4, scale=1e4),), {}),
-              ((_normal(rng, 4, 3, scale=1e-4),), {}), ((np.array([2.0]),), {}), ((np.array([[1.0, 2.0]]),), {"axis": 0}),
+              ((_normal(rng, 4, 3, scale=1e-4),), {}), ((np.array([2.0]),), {}),
+              ((np.array([[1.0, 2.0]]),), {"axis": 0}),
               ((_normal(rng, 3, 5).astype(np.float32),), {}), ((_normal(rng, 2, 3).tolist(),), {})]
     return cases
 
@@ -581,7 +588,8 @@ def _attention_layer_inputs(rng):
     cases = []
     for scale in (1.0, 1.0, 3.0):
         T, d_model, d_k, d_v = _distinct(rng, 2, 10, 4)
-        W = (_normal(rng, d_model, d_k, scale=scale), _normal(rng, d_model, d_k, scale=scale), _normal(rng, d_model, d_v))
+        W = (_normal(rng, d_model, d_k, scale=scale), _normal(rng, d_model, d_k, scale=scale),
+             _normal(rng, d_model, d_v))
         cases.append(((_normal(rng, T, d_model), *W), {}))
         cases.append(((_normal(rng, 3, T, d_model), *W), {}))
     return cases
@@ -645,7 +653,8 @@ def _gqa_inputs(rng):
     cases = []
     for n_q, n_kv in [(6, 2), (6, 3), (8, 2), (4, 1), (3, 3), (12, 4)]:
         T, T_k, d_head = _distinct(rng, 2, 9, 3)
-        q, k, v = _normal(rng, n_q, T, d_head, scale=2), _normal(rng, n_kv, T_k, d_head, scale=2), _normal(rng, n_kv, T_k, d_head + 1)
+        q, k, v = (_normal(rng, n_q, T, d_head, scale=2), _normal(rng, n_kv, T_k, d_head, scale=2),
+                   _normal(rng, n_kv, T_k, d_head + 1))
         cases.append(((q, k, v), {}))
         mask = rng.random((T, T_k)) < 0.7
         mask[:, 0] = True

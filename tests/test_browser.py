@@ -107,7 +107,8 @@ def test_lesson01_widget_runs_and_redraws_when_a_slider_moves(lab, page, tmp_pat
                  const p = [...document.querySelectorAll(nb + '.jp-CodeCell .jp-InputArea-prompt')]
                            .map(e => e.textContent.trim());
                  const failed = document.querySelector(nb + "[data-mime-type='application/vnd.jupyter.stderr']");
-                 return p.length === n && (p.every(t => /^\\[\\d+\\]:$/.test(t)) || (failed && !p.includes('[*]:'))); }""",
+                 return p.length === n &&
+                        (p.every(t => /^\\[\\d+\\]:$/.test(t)) || (failed && !p.includes('[*]:'))); }""",
         arg=n_code, timeout=2 * MINUTE)
     expect(status).to_have_attribute("data-status", "idle")
     expect(kernel_idle).to_have_count(1)
@@ -135,8 +136,9 @@ def test_lesson01_widget_runs_and_redraws_when_a_slider_moves(lab, page, tmp_pat
     width = figure.evaluate("img => img.naturalWidth")
     assert width > 300, f"figure is {width} px wide"
 
-    # move the cooking feature of the query from 0.00 to its maximum 3.00 with the keyboard on its handle, as a student can:
-    # one key, one change, one redraw, so the next figure is the final one (arrow keys would queue ten redraws)
+    # move the cooking feature of the query from 0.00 to its maximum 3.00 with the keyboard on its handle, as a
+    # student can: one key, one change, one redraw, so the next figure is the final one (arrow keys would queue
+    # ten redraws)
     slider = sliders.first
     expect(slider.locator(".widget-label")).to_have_text("cooking")
     readout = slider.locator(".widget-readout")

@@ -87,9 +87,12 @@ def test_expect_array_accepts_float32_and_ints():
 
 @pytest.mark.parametrize("fn, args, message", [
     (attention.attention, (np.ones((2, 4)), np.ones((3, 5)), np.ones((3, 2))), r"Q \(2, 4\) and K \(3, 5\) must share"),
-    (attention.attention, (np.ones((2, 4)), np.ones((3, 4)), np.ones((2, 2))), r"V \(2, 2\) must have one row per key; K is \(3, 4\)"),
-    (attention.project_qkv, (np.ones((5, 8)), np.ones((7, 4)), np.ones((8, 4)), np.ones((8, 4))), r"W_Q must be \[d_model, d\] with d_model = 8 to match X \(5, 8\); got \(7, 4\)"),
-    (attention.masked_softmax, (np.ones((2, 3)), np.ones((3, 3), bool)), r"mask of shape \(3, 3\) does not broadcast to scores of shape \(2, 3\)"),
+    (attention.attention, (np.ones((2, 4)), np.ones((3, 4)), np.ones((2, 2))),
+     r"V \(2, 2\) must have one row per key; K is \(3, 4\)"),
+    (attention.project_qkv, (np.ones((5, 8)), np.ones((7, 4)), np.ones((8, 4)), np.ones((8, 4))),
+     r"W_Q must be \[d_model, d\] with d_model = 8 to match X \(5, 8\); got \(7, 4\)"),
+    (attention.masked_softmax, (np.ones((2, 3)), np.ones((3, 3), bool)),
+     r"mask of shape \(3, 3\) does not broadcast to scores of shape \(2, 3\)"),
     (attention.softmax, ([[1, 2], [3]],), "rectangular"),
     (attention.softmax, (np.array(["a"]),), "dtype <U1"),
 ])

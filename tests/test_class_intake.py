@@ -1,7 +1,6 @@
 """From an LMS export to nbgrader's submitted/ (autograde/qkv_autograde/intake.py): Canvas, Blackboard, Moodle and
 plain-folder names, zips inside the zip, duplicates (newest wins), stray files, and entries that try to leave the
 course. Every odd case is a named report entry; nothing is ever written outside the course."""
-import datetime
 import hashlib
 import io
 import json
@@ -182,7 +181,8 @@ def test_non_notebook_files_and_unknown_names_are_skipped_and_noted(course, tmp_
     assert submitted(course, "1") == [f"{LESSON}.ipynb"]
     assert submitted(course, "bob") == ["scratch.ipynb"]       # staged later as a renamed file, with a flag
     assert submitted(course, "carol") == [f"{LESSON}.ipynb"]
-    assert not (course / "submitted" / ".ipynb_checkpoints").exists() and not (course / "submitted" / "__MACOSX").exists()
+    assert not (course / "submitted" / ".ipynb_checkpoints").exists()
+    assert not (course / "submitted" / "__MACOSX").exists()
     by_name = {(n["name"], n["student"]) for n in notes}
     assert ("not a notebook", "1") in by_name and ("not a notebook", "") in by_name
     assert ("unexpected file name", "") in by_name and ("unexpected file name", "bob") in by_name
@@ -297,8 +297,8 @@ def test_nbgraders_own_archive_folder_is_used_in_place(course, tmp_path):
     archive.mkdir(parents=True)
     make_zip(archive / "canvas.zip", [entry("alice_1_2_01-lookup.ipynb")])
     make_zip(archive / "late.zip", [entry("bob_late_3_4_01-lookup.ipynb")])
-    assert intake.collect(archive, course, LESSON) == [lms_names.note("3", "late", "marked late by Canvas (its download "
-                                                                            "gives no time)")]
+    assert intake.collect(archive, course, LESSON) == [
+        lms_names.note("3", "late", "marked late by Canvas (its download gives no time)")]
     assert submitted(course, "1") == submitted(course, "3") == [f"{LESSON}.ipynb"]
     assert sorted(os.listdir(archive)) == ["canvas.zip", "late.zip"]      # the instructor's downloads untouched
     assert intake.collect(archive / "canvas.zip", course, LESSON) == []     # one of them, given alone

@@ -11,7 +11,6 @@ import pathlib
 import subprocess
 import sys
 
-import nbformat
 import pytest
 
 from lessons import copy_course, grade_id, hand_in, solved_release

@@ -67,11 +67,13 @@ TOY = heads.AttentionShape("toy", n_layers=4, d_model=48, n_heads=6, n_kv_heads=
 # input on which it differs from the reference and from every other mistake of the list
 CASES = [
     ("01", "SOFTMAX_MISTAKES", attention.softmax,
-     [((np.array([[0.5, 2.0, -1.0], [3.0, 0.0, 1.5]]),), {}), ((np.array([[0.5, 2.0, -1.0], [3.0, 0.0, 1.5]]),), {"axis": 0}),
+     [((np.array([[0.5, 2.0, -1.0], [3.0, 0.0, 1.5]]),), {}),
+      ((np.array([[0.5, 2.0, -1.0], [3.0, 0.0, 1.5]]),), {"axis": 0}),
       ((np.array([[1.0, 2.0], [1000.0, 1001.0]]),), {}), ((np.array([1000.0, 1001.0, 1002.0]),), {})], None,
      _confirmed_by(lesson01.SOFTMAX_CONFIRMATIONS)),
     ("01", "HARD_LOOKUP_MISTAKES", lookup.hard_lookup,
-     [((np.array([2.0, 1.0, 0.0]), HARD_KEYS, HARD_VALUES), {}), ((np.array([1.0, 2.0, 1.0]), HARD_KEYS, HARD_VALUES), {})],
+     [((np.array([2.0, 1.0, 0.0]), HARD_KEYS, HARD_VALUES), {}),
+      ((np.array([1.0, 2.0, 1.0]), HARD_KEYS, HARD_VALUES), {})],
      None, _hard_lookup),
     ("01", "SOFT_LOOKUP_MISTAKES", lookup.soft_lookup,
      [((np.array([1.0, 0.5, -1.0]), RNG.normal(size=(4, 3)), RNG.normal(size=(4, 2))), {"temperature": 0.25}),
@@ -81,9 +83,12 @@ CASES = [
      [((np.array([1.0, 0.5, -1.0]), RNG.normal(size=(4, 3)), RNG.normal(size=(4, 2)), np.array([4.0, 1.0, 0.3])), {}),
       ((np.array([1.0, 0.5, -1.0]), RNG.normal(size=(4, 3)), RNG.normal(size=(4, 3)), np.array([4.0, 1.0, 0.3])), {})],
      None, _against),
-    ("02", "DOT_SCORES_MISTAKES", attention.dot_scores, [((lesson02.SMALL_Q, lesson02.SMALL_K), {}), (SQUARE[:2], {})], None, _against),
-    ("02", "SCALED_SCORES_MISTAKES", attention.scaled_scores, [((lesson02.SMALL_Q, lesson02.SMALL_K), {}), (SQUARE[:2], {})], None, _against),
-    ("02", "ATTENTION_WEIGHTS_MISTAKES", attention.attention_weights, [((lesson02.SMALL_Q, lesson02.SMALL_K), {}), (SQUARE[:2], {})], None, _against),
+    ("02", "DOT_SCORES_MISTAKES", attention.dot_scores,
+     [((lesson02.SMALL_Q, lesson02.SMALL_K), {}), (SQUARE[:2], {})], None, _against),
+    ("02", "SCALED_SCORES_MISTAKES", attention.scaled_scores,
+     [((lesson02.SMALL_Q, lesson02.SMALL_K), {}), (SQUARE[:2], {})], None, _against),
+    ("02", "ATTENTION_WEIGHTS_MISTAKES", attention.attention_weights,
+     [((lesson02.SMALL_Q, lesson02.SMALL_K), {}), (SQUARE[:2], {})], None, _against),
     ("02", "ATTENTION_MISTAKES", attention.attention,
      [((lesson02.SMALL_Q, lesson02.SMALL_K, lesson02.SMALL_V), {}), (SQUARE, {})], None, _against),
     ("02", "PROJECT_QKV_MISTAKES", attention.project_qkv,
@@ -95,7 +100,8 @@ CASES = [
     ("03", "SCALE_MISTAKES", scaling.scale_for_unit_variance, [((64,), {}), ((3,), {})], None, _against),
     ("03", "ENTROPY_MISTAKES", scaling.entropy,
      [((np.array([[0.7, 0.2, 0.1], [0.25, 0.25, 0.5], [0.1, 0.6, 0.3]]),), {})], None, _against),
-    ("03", "SOFTMAX_JACOBIAN_MISTAKES", scaling.softmax_jacobian, [((np.array([0.5, -1.0, 2.0, 0.3]),), {})], None, _against),
+    ("03", "SOFTMAX_JACOBIAN_MISTAKES", scaling.softmax_jacobian, [((np.array([0.5, -1.0, 2.0, 0.3]),), {})], None,
+     _against),
     ("03", "QUERY_JACOBIAN_MISTAKES", scaling.query_jacobian,
      [((np.array([0.5, -1.0, 1.0]), np.array([[1.0, 2.0, 0.0], [0.0, 1.0, -1.0], [3.0, 0.0, 1.0]])), {}),
       ((np.array([0.5, -1.0, 1.0, 2.0]), RNG.normal(size=(3, 4))), {})], None, _against),
@@ -123,7 +129,8 @@ CASES = [
      [(lesson05.gqa_case(np.random.default_rng(6), 6, 2, 4, 3), {"mask": masking.causal_mask(4)}),
       (lesson05.gqa_case(np.random.default_rng(7), 6, 3, 4, 3), {"mask": masking.causal_mask(4)})], None, _against),
     ("05", "KV_CACHE_MISTAKES", heads.kv_cache_bytes_per_token,
-     [((TOY, 4), {}), ((TOY, 3), {}), ((types.SimpleNamespace(n_layers=3, n_heads=12, n_kv_heads=4, d_head=5), 2), {})], None, _against),
+     [((TOY, 4), {}), ((TOY, 3), {}), ((types.SimpleNamespace(n_layers=3, n_heads=12, n_kv_heads=4, d_head=5), 2), {})],
+     None, _against),
     ("06", "FIRST_TOKEN_SHARE_MISTAKES", sinks.first_token_share,
      [((lesson06.causal_weights(np.random.default_rng(60), 3, 5),), {}),
       ((np.random.default_rng(602).uniform(size=(2, 4, 4)),), {})], None,
@@ -265,7 +272,7 @@ def _confirming_inputs(run, reference, args, kwargs):
 
 
 def _catalogues():
-    for lesson, list_name, reference, inputs, outputs, run in CASES:
+    for lesson, list_name, reference, inputs, _outputs, run in CASES:
         yield pytest.param(getattr(MODULES[lesson], list_name), reference, inputs, run, id=f"{lesson}:{list_name}")
 
 

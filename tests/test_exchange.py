@@ -27,7 +27,8 @@ def env(exchange, **extra):
 def nbgrader(*args, cwd, environment):
     result = subprocess.run([str(BIN / "nbgrader"), *args], cwd=cwd, env=environment, capture_output=True,
                             text=True, timeout=1800)
-    assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+    assert result.returncode == 0, \
+        f"nbgrader {' '.join(args)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
     return result
 
 

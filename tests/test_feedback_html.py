@@ -60,7 +60,8 @@ def a_graded_notebook():
                          '<script>document.write("<img src=z>")</script><br><p>unclosed</div>',
             "text/plain": "<HTML>"})]),
         nbformat.v4.new_code_cell("1/0", outputs=[nbformat.v4.new_output(
-            "error", ename="ZeroDivisionError", evalue="division by zero", traceback=["\x1b[0;31mZeroDivision\x1b[0m"])]),
+            "error", ename="ZeroDivisionError", evalue="division by zero",
+            traceback=["\x1b[0;31mZeroDivision\x1b[0m"])]),
         nbformat.v4.new_code_cell("widgets.IntSlider()", outputs=[nbformat.v4.new_output(
             "execute_result", execution_count=5, data={
                 "application/vnd.jupyter.widget-view+json": {"version_major": 2, "version_minor": 0,

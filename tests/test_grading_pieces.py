@@ -78,13 +78,16 @@ def test_kernel_view_withholds_the_lessons_references_and_empties_the_checks(tmp
     view = kernel_view.build("01-lookup", str(tmp_path / "qkv"))
     attention = (tmp_path / "qkv" / "attention.py").read_text()
     assert "WithheldDuringGrading" in attention and "np.exp" not in attention.split("def softmax")[1].split("def ")[0]
-    assert "def dot_scores" in attention and "WithheldDuringGrading" not in attention.split("def dot_scores")[1].split("\ndef ")[0]
+    assert "def dot_scores" in attention
+    assert "WithheldDuringGrading" not in attention.split("def dot_scores")[1].split("\ndef ")[0]
     assert "GRADED" not in (tmp_path / "qkv" / "checks" / "lesson01.py").read_text()
     for compiled in (tmp_path / "qkv").rglob("*.pyc"):  # compiled from the view's sources, never the library's
         assert compiled.stat().st_mtime >= (tmp_path / "qkv" / "attention.py").stat().st_mtime
-    probe = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import qkv.attention as a;"
+    probe = subprocess.run([sys.executable, "-c",
+                            "import sys; sys.path.insert(0, sys.argv[1]); import qkv.attention as a;"
                             "import numpy as np; print(a.dot_scores(np.eye(2), np.eye(2)).sum());"
-                            "import qkv.checking;"  # the checking package (the self-check questions) imports in the view
+                            # the checking package (the self-check questions) imports in the view
+                            "import qkv.checking;"
                             "a.softmax(np.zeros(2))", str(tmp_path)], capture_output=True, text=True,
                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, cwd=tmp_path)
     assert probe.stdout.strip() == "2.0" and "withheld while this lesson is graded" in probe.stderr, probe.stderr
@@ -145,7 +148,8 @@ def _namespace():
 
 def test_a_test_cell_uses_the_graders_check_and_the_students_function():
     namespace = _namespace()
-    good = lambda x, axis=-1: np.exp(x - np.max(x, axis, keepdims=True)) / np.exp(x - np.max(x, axis, keepdims=True)).sum(axis, keepdims=True)  # noqa: E731
+    good = lambda x, axis=-1: (np.exp(x - np.max(x, axis, keepdims=True))  # noqa: E731
+                               / np.exp(x - np.max(x, axis, keepdims=True)).sum(axis, keepdims=True))
     cell = _test_cell("check.softmax(softmax)")
     # the student's own `check` (a no-op) is ignored: `check` is the grader's import
     assert verdicts.run_test_cell(cell, FakeKernel({"softmax": good, "check": lambda f: None}), namespace)
@@ -206,13 +210,15 @@ def test_the_sandbox_hides_the_course_and_the_network_and_caps_memory(tmp_path):
     script = ("import os, socket, sys\n"
               f"print(os.path.exists({str(ROOT / 'autograde')!r}), os.path.exists({str(ROOT / 'solutions')!r}),"
               "os.path.exists('/etc/shadow'), os.getcwd())\n"
-              "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\nexcept OSError as e:\n    print('net-blocked')\n"
+              "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
+              "except OSError as e:\n    print('net-blocked')\n"
               "try:\n    bytearray(2 << 30)\nexcept MemoryError:\n    print('memory-capped')\n")
     try:
         out = subprocess.run(walls.wrap([sys.executable, "-c", script]), capture_output=True, text=True, timeout=60)
     finally:
         walls.cleanup()
-    assert out.stdout.split() == ["False", "False", "False", "/home/student", "net-blocked", "memory-capped"], out.stderr
+    assert out.stdout.split() == ["False", "False", "False", "/home/student", "net-blocked", "memory-capped"], \
+        out.stderr
 
 
 @pytest.mark.skipif(not sandbox.bwrap_works(), reason="bubblewrap is not usable on this machine")
@@ -220,7 +226,8 @@ def test_the_sandbox_caps_the_number_of_processes(tmp_path):
     view = kernel_view.build("01-lookup", str(tmp_path / "view" / "qkv"))
     walls = sandbox.Sandbox((kernel_view.LIBRARY, view), limits=sandbox.Limits(processes=32))
     script = ("import subprocess\nstarted = []\ntry:\n    for _ in range(100):\n"
-              "        started.append(subprocess.Popen(['sleep', '5']))\nexcept OSError:\n    pass\nprint(len(started))")
+              "        started.append(subprocess.Popen(['sleep', '5']))\nexcept OSError:\n    pass\n"
+              "print(len(started))")
     try:
         out = subprocess.run(walls.wrap([sys.executable, "-c", script]), capture_output=True, text=True, timeout=60)
     finally:
@@ -336,7 +343,8 @@ def test_a_lost_worker_or_a_changed_notebook_is_graded_by_the_coordinator(monkey
     from qkv_autograde import parallel
     graded_here = []
     monkeypatch.setattr(preprocessors.SandboxedExecute, "preprocess",
-                        lambda self, nb, resources: (graded_here.append(resources["nbgrader"]["student"]) or nb, resources))
+                        lambda self, nb, resources: (graded_here.append(resources["nbgrader"]["student"]) or nb,
+                                                     resources))
     nb = solved_release("01-lookup")
     lost = concurrent.futures.Future()
     lost.set_exception(RuntimeError("worker killed"))

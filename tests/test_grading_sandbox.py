@@ -132,13 +132,18 @@ def hostile_class(course, port):
             f"    try:\n        print(open(path).read())\n    except OSError as e:\n        print('no', e)")
     cheats = {
         "sysmodules": "import sys, types\nfake = types.ModuleType('qkv_grading')\nfake.__getattr__ = lambda n: "
-                      "types.SimpleNamespace(**{k: (lambda *a, **k: None) for k in ['softmax','hard_lookup','soft_lookup',"
-                      "'soft_lookup_by_temperature','answer']})\nsys.modules['qkv_grading'] = fake\nsys.modules['qkv_grading.lesson01'] = fake",
+                      "types.SimpleNamespace(**{k: (lambda *a, **k: None) "
+                      "for k in ['softmax','hard_lookup','soft_lookup',"
+                      "'soft_lookup_by_temperature','answer']})\nsys.modules['qkv_grading'] = fake\n"
+                      "sys.modules['qkv_grading.lesson01'] = fake",
         "importhook": "import builtins\n_real = builtins.__import__\ndef _hook(name, *a, **k):\n"
                       "    module = _real(name, *a, **k)\n    if name.startswith('qkv'):\n"
-                      "        for attr in dir(module):\n            try:\n                setattr(module, attr, lambda *a, **k: None)\n"
-                      "            except Exception:\n                pass\n    return module\nbuiltins.__import__ = _hook",
-        "checkingnoop": "import qkv.checking\nfor k in list(vars(qkv.checking)):\n    if callable(vars(qkv.checking)[k]):\n"
+                      "        for attr in dir(module):\n            try:\n"
+                      "                setattr(module, attr, lambda *a, **k: None)\n"
+                      "            except Exception:\n                pass\n"
+                      "    return module\nbuiltins.__import__ = _hook",
+        "checkingnoop": "import qkv.checking\nfor k in list(vars(qkv.checking)):\n"
+                        "    if callable(vars(qkv.checking)[k]):\n"
                         "        vars(qkv.checking)[k] = lambda *a, **k: None",
     }
     students = {
@@ -150,15 +155,18 @@ def hostile_class(course, port):
                                        f"try:\n    sqlite3.connect({str(gradebook)!r}).execute('delete from grade')\n"
                                        f"except Exception:\n    pass"), None, FULL, []),
         "testeditor": (with_cell(perfect(), "softmax",
-                                 f"try:\n    open({str(hidden)!r}, 'a').write('\\nraise SystemExit')\nexcept OSError:\n    pass"),
+                                 f"try:\n    open({str(hidden)!r}, 'a').write('\\nraise SystemExit')\n"
+                                 f"except OSError:\n    pass"),
                        None, FULL, []),
         "overwriter": (with_cell(perfect(), "softmax",
                                  f"import shutil\ntry:\n    shutil.copy('01-lookup.ipynb', {str(victim)!r})\n"
                                  f"except OSError:\n    pass"), None, FULL, []),
         "leaker": (with_cell(perfect(), "softmax", leak), None, FULL, []),
         "networker": (with_cell(perfect(), "softmax",
-                                f"import socket\ntry:\n    s = socket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
-                                f"    s.sendall(b'STOLEN')\nexcept OSError as e:\n    print('network:', e)"), None, FULL, []),
+                                f"import socket\ntry:\n"
+                                f"    s = socket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
+                                f"    s.sendall(b'STOLEN')\nexcept OSError as e:\n    print('network:', e)"),
+                       None, FULL, []),
         "sysmodules": (with_cell(blank(), "hard_lookup", cheats["sysmodules"], replace=True), None, 0, []),
         "importhook": (with_cell(blank(), "hard_lookup", cheats["importhook"], replace=True), None, 0, []),
         "checkingnoop": (with_cell(blank(), "hard_lookup", cheats["checkingnoop"], replace=True), None, 0, []),
@@ -169,7 +177,8 @@ def hostile_class(course, port):
                                 "    time.sleep(0.5)\n    return box[0] if box else None", replace=True),
                       # their softmax fails, and so does everything of theirs built on it
                       None, FULL - sum(POINTS[t] for t in ("test_softmax", "test_soft_lookup",
-                                                           "test_soft_lookup_by_temperature", "test_answer_blended_output")),
+                                                           "test_soft_lookup_by_temperature",
+                                                           "test_answer_blended_output")),
                       []),
         "osexit": (with_cell(perfect(), "hard_lookup", "import os\nos._exit(0)"),
                    None, FULL - POINTS["test_hard_lookup"], ["kernel died", "kernel restarted"]),

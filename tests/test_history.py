@@ -14,6 +14,8 @@ import sys
 import nbformat
 
 from lessons import ROOT, copy_course, solved_release
+# course and with_gradebook are pytest fixtures, imported for pytest to find and taken as test arguments
+# (hence noqa F401 here and F811 on the tests that take them)
 from test_class_intake import course, entry, make_zip, names, notebook_bytes, tag_of  # noqa: F401
 from test_lms_exports import BIN, receipt, with_gradebook  # noqa: F401
 
@@ -35,11 +37,11 @@ def three_rounds(folder, alice_first=None, alice_second=None, bob=None):
     return first, second, first   # round 3: the round-1 download again, older than what round 2 collected
 
 
-def collect_three_rounds(course, folder, **notebooks):
-    return [intake.collect(export, course, LESSON) for export in three_rounds(folder, **notebooks)]
+def collect_three_rounds(course_folder, folder, **notebooks):
+    return [intake.collect(export, course_folder, LESSON) for export in three_rounds(folder, **notebooks)]
 
 
-def test_an_older_download_collected_again_keeps_the_newer_notebook(course, tmp_path):
+def test_an_older_download_collected_again_keeps_the_newer_notebook(course, tmp_path):  # noqa: F811
     first, second, third = collect_three_rounds(course, tmp_path)
     assert names(second, "1") == ["collected again", "unexpected file name"]
     assert names(third, "1") == ["older submission refused"] and names(third, "2") == []
@@ -53,10 +55,11 @@ def test_an_older_download_collected_again_keeps_the_newer_notebook(course, tmp_
     assert tag_of(course / "submitted" / "1" / LESSON / NB) == "answer = 'alice, first'"
 
 
-def test_the_lms_time_decides_and_no_time_keeps_what_is_there(course, tmp_path):
+def test_the_lms_time_decides_and_no_time_keeps_what_is_there(course, tmp_path):  # noqa: F811
     def blackboard(name, when, tag):
         return make_zip(tmp_path / name, [entry(f"Lesson 1_alee_attempt_{when}_{NB}", notebook_bytes(tag)),
-                                           entry(f"Lesson 1_alee_attempt_{when}.txt", receipt("Ann Lee", "alee", when))])
+                                           entry(f"Lesson 1_alee_attempt_{when}.txt",
+                                                 receipt("Ann Lee", "alee", when))])
 
     intake.collect(blackboard("b1.zip", "2026-11-05-10-00-00", "attempt 2"), course, LESSON)
     notes = intake.collect(blackboard("b0.zip", "2026-11-04-10-00-00", "attempt 1"), course, LESSON)
@@ -77,7 +80,7 @@ def test_the_lms_time_decides_and_no_time_keeps_what_is_there(course, tmp_path):
     assert tag_of(course / "submitted" / "1001" / LESSON / NB) == "answer = 'moodle 1'"
 
 
-def test_the_history_lists_every_round(course, tmp_path):
+def test_the_history_lists_every_round(course, tmp_path):  # noqa: F811
     collect_three_rounds(course, tmp_path)
     records = [json.loads(line) for line in (course / f"history-{LESSON}.jsonl").read_text().splitlines()]
     collected = [r for r in records if r["event"] == "collected"]
@@ -94,7 +97,7 @@ def test_the_history_lists_every_round(course, tmp_path):
     assert noted == {(2, "1"): ["unexpected file name", "collected again"], (3, "1"): ["older submission refused"]}
 
 
-def test_the_report_keeps_every_rounds_notes_with_their_round(course, tmp_path, with_gradebook):
+def test_the_report_keeps_every_rounds_notes_with_their_round(course, tmp_path, with_gradebook):  # noqa: F811
     collect_three_rounds(course, tmp_path)
     staged = submissions.stage(str(course), "submitted", LESSON, [LESSON], str(course.parent / "notebooks" / LESSON))
     report.write(str(course), with_gradebook, LESSON, staged)

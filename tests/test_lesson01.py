@@ -91,7 +91,8 @@ def softmax(x, axis=-1):
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return (e / e.sum(axis=axis, keepdims=True)).tolist()
 """,
-    "calls the reference": "import qkv.attention\ndef softmax(x, axis=-1):\n    return qkv.attention.softmax(x, axis)\n",
+    "calls the reference": ("import qkv.attention\ndef softmax(x, axis=-1):\n"
+                            "    return qkv.attention.softmax(x, axis)\n"),
     "fails on lists": """
 def softmax(x, axis=-1):
     e = np.exp(x - x.max(axis=axis, keepdims=True))
@@ -179,7 +180,8 @@ def test_hidden_tests_reject_mutant(grade, check, name, source):
 
 
 @pytest.mark.parametrize("grade, check, name, source",
-                         [c for c in CASES if c[2] not in ("hard-codes the worked example", "global max (rows far apart underflow)")],
+                         [c for c in CASES
+                          if c[2] not in ("hard-codes the worked example", "global max (rows far apart underflow)")],
                          ids=lambda v: v if isinstance(v, str) and len(v) < 40 else None)
 def test_visible_checks_reject_mutant(grade, check, name, source):
     visible_check = {"softmax": visible.softmax, "soft_lookup": visible.soft_lookup,
@@ -321,7 +323,7 @@ def test_sweep_with_its_own_mistake_is_not_blamed_on_soft_lookup():
     assert "reverse order" in message and "exercise 3" not in message, message
 
 
-# ---------------------------------------------------------------- issue 8: mistakes only the contract's hard inputs show
+# ---------------------------------------------------------------- issue 8: mistakes only a contract's hard inputs show
 
 CONTRACT_MUTANTS = [
     ("softmax", hidden.softmax, "shift by the row minimum (overflows when a row spans > 709)", """

@@ -76,7 +76,8 @@ SCALED_SCORES_MUTANTS = {
     "multiplies by sqrt(d_k)": "def scaled_scores(Q, K):\n    return dot_scores(Q, K) * np.sqrt(np.shape(Q)[-1])\n",
     "returns None": "def scaled_scores(Q, K):\n    s = dot_scores(Q, K) / np.sqrt(np.shape(Q)[-1])\n",
     "hard-codes the worked example": "def scaled_scores(Q, K):\n    return np.array([[1.0, 0.0, 0.5]])\n",
-    "calls the reference": "import qkv.attention\ndef scaled_scores(Q, K):\n    return qkv.attention.scaled_scores(Q, K)\n",
+    "calls the reference": ("import qkv.attention\ndef scaled_scores(Q, K):\n"
+                            "    return qkv.attention.scaled_scores(Q, K)\n"),
     "blank stub": BLANK.format(name="scaled_scores", args="Q, K"),
 }
 
@@ -129,7 +130,8 @@ def attention(Q, K, V):
     "returns the weights": "def attention(Q, K, V):\n    return attention_weights(Q, K)\n",
     "returns a list": "def attention(Q, K, V):\n    return (attention_weights(Q, K) @ np.asarray(V, float)).tolist()\n",
     "hard-codes the worked example": "def attention(Q, K, V):\n    return np.array([[5.68, 1.55]])\n",
-    "calls the reference": "import qkv.attention\ndef attention(Q, K, V):\n    return qkv.attention.attention(Q, K, V)\n",
+    "calls the reference": ("import qkv.attention\ndef attention(Q, K, V):\n"
+                            "    return qkv.attention.attention(Q, K, V)\n"),
     "is the reference": "from qkv.attention import attention\n",
     "blank stub": BLANK.format(name="attention", args="Q, K, V"),
 }
@@ -323,7 +325,8 @@ VARIANTS = {
 def dot_scores(Q, K):
     return np.array([[sum(a * b for a, b in zip(q, k)) for k in K] for q in Q], dtype=float)
 """,
-        "einsum": "def dot_scores(Q, K):\n    return np.einsum('id,jd->ij', np.asarray(Q, float), np.asarray(K, float))\n",
+        "einsum": ("def dot_scores(Q, K):\n"
+                   "    return np.einsum('id,jd->ij', np.asarray(Q, float), np.asarray(K, float))\n"),
         "float32 throughout": """
 def dot_scores(Q, K):
     return np.asarray(Q, np.float32) @ np.asarray(K, np.float32).T
@@ -444,4 +447,4 @@ def test_wrong_answers_are_rejected():
     for name, wrong in [("score_shape", "a"), ("dot_products", 25), ("dot_products", 50), ("dot_products", 6400),
                         ("scale_d128", 8), ("scale_d128", 64), ("scale_d128", 128), ("is_symmetric", "a"),
                         ("is_symmetric", None), ("scale_d128", None)]:
-        assert_rejected(lambda v: hidden.answer(name, v), wrong)
+        assert_rejected(lambda v, name=name: hidden.answer(name, v), wrong)

@@ -47,7 +47,10 @@ def test_jacobians_match_finite_differences():
     x = rng.normal(size=5)
     assert np.allclose(scaling.softmax_jacobian(x), scaling.numerical_jacobian(attention.softmax, x), atol=1e-8)
     q, K = rng.normal(size=3), rng.normal(size=(5, 3))
-    weights_of = lambda v: attention.attention_weights(v[None, :], K)[0]
+
+    def weights_of(v):
+        return attention.attention_weights(v[None, :], K)[0]
+
     assert np.allclose(scaling.query_jacobian(q, K), scaling.numerical_jacobian(weights_of, q), atol=1e-8)
     # the query Jacobian is not symmetric even when square: that is why the grader checks it
     square = rng.normal(size=(4, 4))
@@ -130,7 +133,8 @@ def dot_product_variance(d_k, n_samples, rng):
 """,
     "returns the theory": "def dot_product_variance(d_k, n_samples, rng):\n    return float(d_k)\n",
     "hard-codes the worked example": "def dot_product_variance(d_k, n_samples, rng):\n    return 63.93\n",
-    "blank stub": "def dot_product_variance(d_k, n_samples, rng):\n    # YOUR CODE HERE\n    raise NotImplementedError()\n",
+    "blank stub": ("def dot_product_variance(d_k, n_samples, rng):\n"
+                   "    # YOUR CODE HERE\n    raise NotImplementedError()\n"),
     "returns None": """
 def dot_product_variance(d_k, n_samples, rng):
     q = rng.standard_normal((n_samples, d_k))
@@ -530,10 +534,12 @@ def test_widget_builds_and_draws_with_the_students_functions():
 # ---------------------------------------------------------------- issue 8, item 3: a named diagnosis is certain
 
 def test_a_fixed_seed_of_its_own_is_named_only_when_certain():
-    fixed = mutant(LESSON, "dot_product_variance", MUTANTS["dot_product_variance"]["ignores the generator: a fixed seed of its own"])
+    fixed = mutant(LESSON, "dot_product_variance",
+                   MUTANTS["dot_product_variance"]["ignores the generator: a fixed seed of its own"])
     assert "fixed seed of your own" in assert_rejected(visible.dot_product_variance, fixed)
     # the same seed-blindness, but a constant: no claim about a seed of its own
-    constant = mutant(LESSON, "dot_product_variance", "def dot_product_variance(d_k, n_samples, rng):\n    return 7.5\n")
+    constant = mutant(LESSON, "dot_product_variance",
+                      "def dot_product_variance(d_k, n_samples, rng):\n    return 7.5\n")
     message = assert_rejected(visible.dot_product_variance, constant)
     assert "does not depend on the `rng`" in message and "fixed seed of your own" not in message
 

@@ -111,7 +111,8 @@ def test_library_rejects_bad_input_with_a_message_naming_it():
 # ---------------------------------------------------------------- mutants the hidden tests must reject
 
 CAUSAL_MASK_MUTANTS = {
-    "lower triangle masked instead of the upper": "def causal_mask(T):\n    return np.triu(np.ones((T, T), dtype=bool))\n",
+    "lower triangle masked instead of the upper": ("def causal_mask(T):\n"
+                                                   "    return np.triu(np.ones((T, T), dtype=bool))\n"),
     "diagonal masked out": "def causal_mask(T):\n    return np.tril(np.ones((T, T), dtype=bool), k=-1)\n",
     "off by one, k=1": "def causal_mask(T):\n    return np.tril(np.ones((T, T), dtype=bool), k=1)\n",
     "off by one, k=-1 via j < i": "def causal_mask(T):\n    i = np.arange(T)\n    return i[:, None] > i[None, :]\n",
@@ -231,7 +232,8 @@ def causal_self_attention(X, W_Q, W_K, W_V):
 def causal_self_attention(X, W_Q, W_K, W_V):
     Q, K, V = X @ W_Q, X @ W_K, X @ W_V
     T = X.shape[-2]
-    return masked_softmax(Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1]), np.tril(np.ones((T, T), dtype=bool), 1)) @ V
+    return masked_softmax(Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1]),
+                          np.tril(np.ones((T, T), dtype=bool), 1)) @ V
 """,
     "not scaled": """
 def causal_self_attention(X, W_Q, W_K, W_V):
@@ -291,7 +293,8 @@ def padding_mask(lengths, T):
     rows = [[True] * 5, [True] * 3 + [False] * 2, [True] * 2 + [False] * 3]
     return np.array([[r] * 5 for r in rows])
 """,
-    "calls the reference": "from qkv import masking as _m\ndef padding_mask(lengths, T):\n    return _m.padding_mask(lengths, T)\n",
+    "calls the reference": ("from qkv import masking as _m\ndef padding_mask(lengths, T):\n"
+                            "    return _m.padding_mask(lengths, T)\n"),
 }
 
 CAUSAL_PADDING_MUTANTS = {
@@ -306,7 +309,8 @@ def causal_padding_mask(lengths, T):
     real = np.arange(T)[None, :] < np.asarray(lengths)[:, None]
     return real[:, :, None] & causal_mask(T)
 """,
-    "lower triangle instead of causal": "def causal_padding_mask(lengths, T):\n    return padding_mask(lengths, T) & ~causal_mask(T)\n",
+    "lower triangle instead of causal": ("def causal_padding_mask(lengths, T):\n"
+                                         "    return padding_mask(lengths, T) & ~causal_mask(T)\n"),
     "blank stub": "def causal_padding_mask(lengths, T):\n    raise NotImplementedError()\n",
     "hard-codes the worked example": """
 def causal_padding_mask(lengths, T):
@@ -683,7 +687,7 @@ def test_a_causal_padding_mask_without_the_causal_part_is_not_blamed_on_causal_m
     assert "causal part is missing" in message and "fix causal_mask first" not in message, message
 
 
-# ---------------------------------------------------------------- issue 8: mistakes only the contract's hard inputs show
+# ---------------------------------------------------------------- issue 8: mistakes only a contract's hard inputs show
 
 CONTRACT_MUTANTS = [
     ("causal_self_attention", "mask sized by the first axis (the batch when X is [B, T, d])", """

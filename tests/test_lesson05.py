@@ -303,7 +303,8 @@ def test_hints_name_the_likely_mistake():
     def hint(check, grade, source):
         return assert_rejected(check, mutant(LESSON, grade, source))
 
-    assert "every n_heads-th column" in hint(hidden.split_heads, "split_heads", SPLIT_MUTANTS["reshape to [T, d_head, H]"])
+    assert "every n_heads-th column" in hint(hidden.split_heads, "split_heads",
+                                             SPLIT_MUTANTS["reshape to [T, d_head, H]"])
     assert "reverse order" in hint(hidden.merge_heads, "merge_heads", MERGE_MUTANTS["heads merged in reverse order"])
     assert "sqrt(d_model)" in hint(hidden.multi_head_attention, "multi_head_attention",
                                    MHA_MUTANTS["scales by sqrt(d_model)"])
@@ -503,7 +504,7 @@ def test_missing_output_projection_is_named_from_its_shape():
     assert "output projection" in assert_rejected(visible.multi_head_attention, no_projection)
 
 
-# ---------------------------------------------------------------- issue 8: mistakes only the contract's hard inputs show
+# ---------------------------------------------------------------- issue 8: mistakes only a contract's hard inputs show
 
 def test_hidden_kv_test_rejects_d_head_derived_from_fields_the_exercise_does_not_name():
     derived = """
@@ -516,10 +517,11 @@ def kv_cache_bytes_per_token(config, bytes_per_element):
 
 def test_hidden_mha_test_rejects_a_scale_by_the_model_width_on_every_draw():
     for _ in range(3):
-        assert_rejected(hidden.multi_head_attention, mutant(LESSON, "multi_head_attention", MHA_MUTANTS["scales by sqrt(d_model)"]))
+        assert_rejected(hidden.multi_head_attention,
+                        mutant(LESSON, "multi_head_attention", MHA_MUTANTS["scales by sqrt(d_model)"]))
 
 
-# ---------------------------------------------------------------- issue 20: a perfect notebook's feedback shows no error
+# ---------------------------------------------------------------- issue 20: a perfect notebook's feedback has no error
 
 @pytest.mark.grading_class
 def test_a_perfect_notebook_graded_in_the_sandbox_shows_no_error_in_any_cell(tmp_path):

@@ -7,7 +7,6 @@ import pytest
 
 from lessons import assert_rejected, error_outputs_of_a_graded_perfect_notebook, mutant, mutant_rejection_tests, student
 from qkv import model, sinks
-from qkv.attention import masked_softmax
 from qkv.checks import lesson06 as visible
 from qkv.heads import grouped_query_attention
 from qkv.masking import causal_mask
@@ -166,10 +165,13 @@ FIRST_SHARE_MUTANTS = {
     "includes query 0": "def first_token_share(weights):\n    return float(np.asarray(weights)[:, :, 0].mean())\n",
     "averaged over keys": "def first_token_share(weights):\n    return float(np.asarray(weights)[:, 1:, :].mean())\n",
     "last query only": "def first_token_share(weights):\n    return float(np.asarray(weights)[:, -1, 0].mean())\n",
-    "row 0 instead of column 0": "def first_token_share(weights):\n    return float(np.asarray(weights)[:, 0, 1:].mean())\n",
-    "returns one share per head": "def first_token_share(weights):\n    return np.asarray(weights)[:, 1:, 0].mean(axis=1)\n",
+    "row 0 instead of column 0": ("def first_token_share(weights):\n"
+                                  "    return float(np.asarray(weights)[:, 0, 1:].mean())\n"),
+    "returns one share per head": ("def first_token_share(weights):\n"
+                                   "    return np.asarray(weights)[:, 1:, 0].mean(axis=1)\n"),
     "blank stub": "def first_token_share(weights):\n" + STUB,
-    "calls the reference": "import qkv.sinks\ndef first_token_share(weights):\n    return qkv.sinks.first_token_share(weights)\n",
+    "calls the reference": ("import qkv.sinks\ndef first_token_share(weights):\n"
+                            "    return qkv.sinks.first_token_share(weights)\n"),
     "hard-coded": "def first_token_share(weights):\n    return 0.5\n",
 }
 
@@ -755,7 +757,7 @@ def test_the_no_preference_share_rejects_other_readings(answer):
     assert_rejected(lambda v: hidden.answer("gpt2_uniform_share", v), answer)
 
 
-# ---------------------------------------------------------------- issue 20: a perfect notebook's feedback shows no error
+# ---------------------------------------------------------------- issue 20: a perfect notebook's feedback has no error
 
 @pytest.mark.grading_class
 def test_a_perfect_notebook_graded_in_the_sandbox_shows_no_error_in_any_cell(tmp_path):

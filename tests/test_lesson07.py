@@ -217,7 +217,8 @@ COST_RATIO_MUTANTS = {
     "upside down": "def cost_ratio(n_old, n_new):\n    return (n_old / n_new) ** 2\n",
     "hard-coded 16": "def cost_ratio(n_old, n_new):\n    return 16.0\n",
     "blank stub": "def cost_ratio(n_old, n_new):\n    # YOUR CODE HERE\n    raise NotImplementedError()\n",
-    "calls the reference": "from qkv.cost import cost_ratio as _r\ndef cost_ratio(n_old, n_new):\n    return _r(n_old, n_new)\n",
+    "calls the reference": ("from qkv.cost import cost_ratio as _r\ndef cost_ratio(n_old, n_new):\n"
+                            "    return _r(n_old, n_new)\n"),
 }
 
 FIT_MUTANTS = {
@@ -242,7 +243,8 @@ def fit_exponent(sizes, values):
     return float(np.polyfit(np.asarray(sizes, float), np.log(values), 1)[0])
 """,
     "blank stub": "def fit_exponent(sizes, values):\n    # YOUR CODE HERE\n    raise NotImplementedError()\n",
-    "calls the reference": "import qkv.cost\ndef fit_exponent(sizes, values):\n    return qkv.cost.fit_exponent(sizes, values)\n",
+    "calls the reference": ("import qkv.cost\ndef fit_exponent(sizes, values):\n"
+                            "    return qkv.cost.fit_exponent(sizes, values)\n"),
 }
 
 STEP_MUTANTS = {
@@ -283,7 +285,8 @@ def attention_step(q_new, k_cache, v_cache):
     k, v = np.repeat(k_cache, g, axis=0), np.repeat(v_cache, g, axis=0)
     return softmax(q_new @ k.transpose(0, 2, 1) / np.sqrt(q_new.shape[-1]), axis=1) @ v
 """,
-    "blank stub": "def attention_step(q_new, k_cache, v_cache):\n    # YOUR CODE HERE\n    raise NotImplementedError()\n",
+    "blank stub": ("def attention_step(q_new, k_cache, v_cache):\n"
+                   "    # YOUR CODE HERE\n    raise NotImplementedError()\n"),
     "calls the reference": """
 from qkv import cost as _c
 def attention_step(q_new, k_cache, v_cache):
@@ -365,7 +368,8 @@ def chunked_attention(Q, K, V, chunk):
     return acc / l
 """,
     "last partial chunk dropped": _online_source(starts="range(0, K.shape[0] - chunk + 1, chunk)"),
-    "last partial chunk dropped (floor division)": _online_source(starts="(i * chunk for i in range(K.shape[0] // chunk))"),
+    "last partial chunk dropped (floor division)":
+        _online_source(starts="(i * chunk for i in range(K.shape[0] // chunk))"),
     "forgets the scale": _online_source(scale=""),
     "materialises the whole score matrix": """
 def chunked_attention(Q, K, V, chunk):
@@ -531,7 +535,8 @@ NAMED_MISTAKES = [
 ]
 
 
-@pytest.mark.parametrize("grade, mutants, name, words", NAMED_MISTAKES, ids=[f"{g}:{n}" for g, _, n, _ in NAMED_MISTAKES])
+@pytest.mark.parametrize("grade, mutants, name, words", NAMED_MISTAKES,
+                         ids=[f"{g}:{n}" for g, _, n, _ in NAMED_MISTAKES])
 @pytest.mark.parametrize("layer", ["visible", "hidden"])
 def test_a_mistake_without_the_idea_gets_its_own_hint(layer, grade, mutants, name, words):
     check = getattr(visible if layer == "visible" else hidden, grade)
@@ -584,7 +589,8 @@ GENERATION_MUTANTS = [("attention_step", STEP_MUTANTS["attends to the cache with
                       ("append_to_cache", APPEND_MUTANTS["blank stub"])]
 
 
-@pytest.mark.parametrize("grade, source", GENERATION_MUTANTS, ids=[f"{g}:{i}" for i, (g, _) in enumerate(GENERATION_MUTANTS)])
+@pytest.mark.parametrize("grade, source", GENERATION_MUTANTS,
+                         ids=[f"{g}:{i}" for i, (g, _) in enumerate(GENERATION_MUTANTS)])
 def test_generation_check_rejects_mutant(grade, source):
     ns = student(LESSON, {grade: source})
     assert_rejected(hidden.generation_with_cache, ns["attention_step"], ns["append_to_cache"])
@@ -650,7 +656,8 @@ def attention_step(q_new, k_cache, v_cache):
 def append_to_cache(k_cache, v_cache, k_new, v_new):
     return np.append(k_cache, k_new, axis=1), np.append(v_cache, v_new, axis=1)
 """,
-        "hstack": "def append_to_cache(k_cache, v_cache, k_new, v_new):\n    return np.hstack([k_cache, k_new]), np.hstack([v_cache, v_new])\n",
+        "hstack": ("def append_to_cache(k_cache, v_cache, k_new, v_new):\n"
+                   "    return np.hstack([k_cache, k_new]), np.hstack([v_cache, v_new])\n"),
         "preallocate and copy": """
 def append_to_cache(k_cache, v_cache, k_new, v_new):
     H, T, d = k_cache.shape
@@ -726,7 +733,8 @@ def chunked_attention(Q, K, V, chunk):
     },
     "causal_chunked_attention": {
         "mask only the diagonal block, float32": _causal_source(mask="k_start == q_start").replace(
-            "    T = Q.shape[0]\n", "    Q, K, V = (np.asarray(a, dtype=np.result_type(Q, K, V, np.float32)) for a in (Q, K, V))\n"
+            "    T = Q.shape[0]\n",
+            "    Q, K, V = (np.asarray(a, dtype=np.result_type(Q, K, V, np.float32)) for a in (Q, K, V))\n"
             "    T = Q.shape[0]\n"),  # the inputs' own precision, float32 at least (float64 stays float64)
         "np.logaddexp accumulators": """
 def causal_chunked_attention(Q, K, V, chunk):

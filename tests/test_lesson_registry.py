@@ -30,7 +30,8 @@ def test_the_registry_rows_are_the_course_folders():
     assert slugs == sorted(p.name for p in paths.notebooks.iterdir() if p.is_dir() and not p.name.startswith("."))
     numbers = [row.number for row in qkv.lessons.LESSONS]
     assert numbers == sorted(p.stem[len("lesson"):] for p in paths.hidden_tests.glob("lesson*.py"))
-    assert numbers == sorted(p.stem[len("lesson"):] for p in (ROOT / "source_lib" / "qkv" / "checks").glob("lesson??.py"))
+    assert numbers == sorted(p.stem[len("lesson"):]
+                             for p in (ROOT / "source_lib" / "qkv" / "checks").glob("lesson??.py"))
     for row in qkv.lessons.LESSONS:
         assert row.slug.startswith(row.number + "-")
         importlib.import_module(f"qkv.{row.concept}")

@@ -165,7 +165,8 @@ def test_the_cycle_finder_finds_a_cycle_hidden_in_a_function(tmp_path):
     (package / "__init__.py").write_text("")
     (package / "a.py").write_text("from qkv.b import f\n")
     (package / "b.py").write_text("def f():\n    from qkv import c\n")
-    (package / "c.py").write_text("import importlib\nNAMES = ('a',)\nM = [importlib.import_module(f'qkv.{n}') for n in NAMES]\n")
+    (package / "c.py").write_text("import importlib\nNAMES = ('a',)\n"
+                                  "M = [importlib.import_module(f'qkv.{n}') for n in NAMES]\n")
     (package / "d.py").write_text("from . import a\n")
     graph, unreadable = import_graph(library_modules(package))
     assert graph["qkv.d"] == {"qkv.a"} and not unreadable
@@ -246,7 +247,8 @@ def test_the_private_name_reader_sees_lazy_imports_relative_imports_and_module_a
         (package / f"{name}.py").write_text("")
     (package / "a.py").write_text("from qkv import wire\nfrom . import masking\n\ndef f():\n"
                                   "    from qkv.checking import _where\n"
-                                  "    return wire._from_plain, masking._sequence_length, wire.__name__, masking.mask\n")
+                                  "    return wire._from_plain, masking._sequence_length, wire.__name__, "
+                                  "masking.mask\n")
     modules = library_modules(package)
     assert sorted(private_names_used("qkv.a", package / "a.py", modules)) == [
         ("qkv.checking._where", 5), ("qkv.masking._sequence_length", 6), ("qkv.wire._from_plain", 6)]

@@ -19,6 +19,8 @@ import nbformat
 import pytest
 
 from lessons import ROOT, copy_course, solved_release
+# course is a pytest fixture, imported for pytest to find and taken as test arguments
+# (hence noqa F401 here and F811 on the tests that take it)
 from test_class_intake import (course, entry, lms_record, make_zip, names, notebook_bytes, submitted,  # noqa: F401
                                tag_of, zip_bytes)
 
@@ -38,7 +40,7 @@ def receipt(full_name, username, when):
 
 
 @pytest.fixture
-def with_gradebook(course, monkeypatch):
+def with_gradebook(course, monkeypatch):  # noqa: F811
     """The course with a gradebook (nbgrader makes a new one with the `alembic` command of the environment)."""
     monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     from nbgrader.api import Gradebook
@@ -51,7 +53,7 @@ def with_gradebook(course, monkeypatch):
 
 # ----------------------------------------------------------------------------------------- identity (19.2, 21.1)
 
-def test_a_file_inside_a_students_upload_never_names_another_student(course, tmp_path):
+def test_a_file_inside_a_students_upload_never_names_another_student(course, tmp_path):  # noqa: F811
     """Mallory's uploaded zip holds a file named as Canvas names the victim's submission, dated later: it stays
     Mallory's, and the victim keeps their own notebook."""
     mallory_upload = zip_bytes([entry(f"victim_9_99999999_{NB}", notebook_bytes("mallory's forgery"),
@@ -73,7 +75,7 @@ def test_a_file_inside_a_students_upload_never_names_another_student(course, tmp
 
 @pytest.mark.parametrize("bad", ["x,,,,13.0,0.0,13.0", "=HYPERLINK(\"evil\")", "a\nb", "+1", "-1", "@SUM(A1)",
                                  "John Smith", "a" * 65])
-def test_an_id_outside_the_documented_characters_is_refused_with_a_reason(course, tmp_path, bad):
+def test_an_id_outside_the_documented_characters_is_refused_with_a_reason(course, tmp_path, bad):  # noqa: F811
     export = make_zip(tmp_path / "ids.zip", [
         entry(f"{bad}/{NB}"),                                                  # nbgrader's submitted/ shape
         entry(f"Lesson 1_{bad.replace('_', '')}_attempt_2026-11-05-10-00-00_{NB}"),   # a Blackboard username
@@ -86,7 +88,7 @@ def test_an_id_outside_the_documented_characters_is_refused_with_a_reason(course
     assert all("\n" not in n["detail"] for n in notes)
 
 
-def test_a_refused_folder_in_submitted_is_named_by_staging(course):
+def test_a_refused_folder_in_submitted_is_named_by_staging(course):  # noqa: F811
     for student in ("x,,,,13.0,0.0,13.0", "=cmd", "ok"):
         folder = course / "submitted" / student / LESSON
         folder.mkdir(parents=True)
@@ -98,7 +100,7 @@ def test_a_refused_folder_in_submitted_is_named_by_staging(course):
     assert sorted(os.listdir(course / ".staged")) == ["ok"]
 
 
-def test_two_canvas_students_with_the_same_name_stay_two(course, tmp_path):
+def test_two_canvas_students_with_the_same_name_stay_two(course, tmp_path):  # noqa: F811
     export = make_zip(tmp_path / "submissions.zip", [
         entry(f"smithjohn_10000_555001_{NB}", notebook_bytes("john 10000")),
         entry(f"smithjohn_20999_555002_{NB}", notebook_bytes("john 20999")),
@@ -110,7 +112,7 @@ def test_two_canvas_students_with_the_same_name_stay_two(course, tmp_path):
     assert lms_record(course, "20999") == {"lms": "canvas", "user_id": "20999", "name": "smithjohn"}
 
 
-def test_moodle_full_names_with_spaces_and_the_participant_id(course, tmp_path):
+def test_moodle_full_names_with_spaces_and_the_participant_id(course, tmp_path):  # noqa: F811
     export = make_zip(tmp_path / "moodle.zip", [
         entry(f"John Smith_1001_assignsubmission_file_/{NB}", notebook_bytes("1001")),   # "in folders"
         entry(f"John Smith_1002_assignsubmission_file_{NB}", notebook_bytes("1002")),    # without folders
@@ -123,7 +125,7 @@ def test_moodle_full_names_with_spaces_and_the_participant_id(course, tmp_path):
     assert [(n["student"], n["name"]) for n in notes] == [("1003", "not a notebook")]
 
 
-def test_blackboard_receipts_are_read_for_the_name_and_skipped(course, tmp_path):
+def test_blackboard_receipts_are_read_for_the_name_and_skipped(course, tmp_path):  # noqa: F811
     people = [("Ann Lee", "alee"), ("Bo Wu", "bwu"), ("Cy Day", "cday")]
     export = make_zip(tmp_path / "gradebook.zip", [
         item for full, user in people for item in (
@@ -138,7 +140,7 @@ def test_blackboard_receipts_are_read_for_the_name_and_skipped(course, tmp_path)
 
 # ---------------------------------------------------------------------------------------------- lateness (21.2)
 
-def test_lateness_reaches_the_timestamp_and_the_report(course, tmp_path, with_gradebook):
+def test_lateness_reaches_the_timestamp_and_the_report(course, tmp_path, with_gradebook):  # noqa: F811
     export = make_zip(tmp_path / "mixed.zip", [
         entry(f"smithjohn_LATE_20999_1_{NB}"),                                   # Canvas, newer spelling
         entry(f"doejane_late_30000_2_{NB}"),                                     # Canvas, older spelling
@@ -171,7 +173,7 @@ def test_every_cell_is_quoted_and_neutralised(tmp_path):
                    "13.0", "-1.5", ""]
 
 
-def test_grades_and_lms_files_keep_missing_apart_from_zero(course, tmp_path, with_gradebook):
+def test_grades_and_lms_files_keep_missing_apart_from_zero(course, tmp_path, with_gradebook):  # noqa: F811
     from nbgrader.api import Gradebook
     from nbgrader.coursedir import CourseDirectory
     from qkv_autograde import exports
@@ -231,7 +233,8 @@ def test_a_canvas_class_through_make_grade_to_exact_grade_files(tmp_path):
         ("10000", "smithjohn", "13.0", "13.0", "15.0"), ("20999", "smithjohn", "0.0", "0.0", "15.0"),
         ("30000", "mallory", "0.0", "0.0", "15.0")]   # 15: 13 autograded and a written answer graded by hand
     canvas = list(csv.reader((instructor / "canvas-grades.csv").open(newline="")))
-    assert canvas[1] == ["Points Possible", "", "", "", "", "15.0"] and canvas[2:] == [["smithjohn", "10000", "", "", "", "13.0"], ["smithjohn", "20999", "", "", "", "0.0"],
+    assert canvas[1] == ["Points Possible", "", "", "", "", "15.0"]
+    assert canvas[2:] == [["smithjohn", "10000", "", "", "", "13.0"], ["smithjohn", "20999", "", "", "", "0.0"],
                           ["mallory", "30000", "", "", "", "0.0"]]
     report = {r["student"]: r for r in csv.DictReader((instructor / f"anomalies-{LESSON}.csv").open(newline=""))}
     assert "late" in report["20999"]["anomalies"] and "marked late by Canvas" in report["20999"]["details"]

@@ -461,7 +461,8 @@ def graded_class(parent, cache_mode):
         # (fixed cell ids: a page names each cell by its id, and the two gradings must get the same notebooks)
         if tampering:  # after the set-up cell, which loads the model
             notebook.cells.insert(2, nbformat.v4.new_code_cell(tampering, id="model-tampering"))
-        notebook.cells.insert(1, nbformat.v4.new_code_cell(FROZEN_CLOCK, id="frozen-clock"))  # the set-up starts a clock
+        # the set-up starts a clock
+        notebook.cells.insert(1, nbformat.v4.new_code_cell(FROZEN_CLOCK, id="frozen-clock"))
         hand_in(instructor, "06-sinks", student, notebook)
     done = subprocess.run([sys.executable, "-m", "qkv_autograde", "06-sinks"], cwd=instructor, env=env,
                           capture_output=True, text=True, timeout=3600)

@@ -69,7 +69,8 @@ def test_the_model_takes_whole_numbers_and_token_ids_the_same_way():
         (lambda: kv_cache.generate_with_cache(smol, ids, True), "n_new must be a whole number >= 0; got True"),
         (lambda: model.block_steps(smol, ids, 1.0), "layer_index must be a whole number >= 0; got 1.0"),
         (lambda: model.generate(smol, [3.7, 5.0], 1), "ids must be whole numbers (token ids); got dtype float64"),
-        (lambda: kv_cache.generate_with_cache(smol, [3.7], 1), "ids must be whole numbers (token ids); got dtype float64"),
+        (lambda: kv_cache.generate_with_cache(smol, [3.7], 1),
+         "ids must be whole numbers (token ids); got dtype float64"),
         (lambda: model.forward(smol, []), "ids must be a non-empty 1-D sequence of token ids; got shape (0,)"),
     ]
     for call, message in cases:

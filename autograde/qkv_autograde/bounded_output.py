@@ -113,4 +113,5 @@ def note_output(text):
 
 
 def error_output(name, message):
-    return nbformat.v4.new_output("error", ename=name, evalue=message, traceback=[f"\x1b[0;31m{name}\x1b[0m: {message}"])
+    return nbformat.v4.new_output("error", ename=name, evalue=message,
+                                  traceback=[f"\x1b[0;31m{name}\x1b[0m: {message}"])

@@ -49,7 +49,8 @@ FOLDER = r"(?:.*/)?(?!{lesson}/)(?P<student_id>[^/]+)/(?:{lesson}/)?(?P<file_id>
 PATTERNS = [NESTED_FOLDER, FOLDER]
 RECEIPT_BYTES = 64 << 10     # a Blackboard receipt is a few hundred bytes
 GRADESCOPE_METADATA = "submission_metadata.yml"
-RENAMED = re.compile(r"(?:-\d+|-Copy\d*| ?\(\d+\))$")  # Canvas resubmission, Jupyter's copy, a browser's second download
+# Canvas resubmission, Jupyter's copy, a browser's second download
+RENAMED = re.compile(r"(?:-\d+|-Copy\d*| ?\(\d+\))$")
 
 
 class SubmissionCollector(FileNameCollectorPlugin):
@@ -68,7 +69,8 @@ class SubmissionCollector(FileNameCollectorPlugin):
     """
 
     named_regexps = List(Unicode(), default_value=PATTERNS,
-                         help="Patterns tried in order after named_regexp; `{lesson}` is the lesson's name.").tag(config=True)
+                         help="Patterns tried in order after named_regexp; `{lesson}` is the lesson's name."
+                         ).tag(config=True)
 
     def __init__(self, extracted_root=None, lesson=None, released=None, dates=None, gradescope=None, archives=None,
                  **kw):
@@ -244,7 +246,7 @@ class SubmissionCollector(FileNameCollectorPlugin):
                 self.extra.append((path, collected))
             else:
                 chosen[os.path.realpath(path)] = collected
-        for student, record in self.records.items():
+        for record in self.records.values():
             if record.get("receipt_name") and not record.get("name"):
                 record["name"] = record["receipt_name"]
         self.records = {s: r for s, r in self.records.items() if "user_id" in r}
@@ -293,7 +295,8 @@ class SubmissionCollector(FileNameCollectorPlugin):
     def _age(self, path, info):
         """(time in the name or None, the zip entry's date or the file's, Canvas attachment id)."""
         named = named_time(info.get("timestamp"))
-        dated = info.get("created") or self.dates.get(path) or datetime.datetime.fromtimestamp(os.path.getmtime(path)).replace(microsecond=0)
+        dated = (info.get("created") or self.dates.get(path)
+                 or datetime.datetime.fromtimestamp(os.path.getmtime(path)).replace(microsecond=0))
         return named, dated, int(info.get("submission_id") or 0)
 
 
@@ -316,7 +319,7 @@ def gradescope_submitters(extracted):
     from nbgrader.utils import parse_utc
 
     found, notes = {}, []
-    for root, folders, files in os.walk(extracted):
+    for root, _folders, files in os.walk(extracted):
         if GRADESCOPE_METADATA not in files:
             continue
         where = os.path.relpath(root, extracted).replace(os.sep, "/")
@@ -346,8 +349,8 @@ def gradescope_submitters(extracted):
             found[str(folder) if where == "." else f"{where}/{folder}"] = {"students": students, "names": names,
                                                                           "created": created}
             if not students:
-                notes.append(note("", "unexpected file name", f"{where}/{folder}: no submitter in {GRADESCOPE_METADATA}; "
-                                                     f"its files are skipped"))
+                notes.append(note("", "unexpected file name",
+                                  f"{where}/{folder}: no submitter in {GRADESCOPE_METADATA}; its files are skipped"))
     return found, notes
 
 

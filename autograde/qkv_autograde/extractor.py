@@ -54,9 +54,9 @@ class SafeExtractor(ExtractorPlugin):
     after that zip, as nbgrader does (a student's uploaded `alice_1_2_work.zip` keeps the name that says whose).
 
     `archives`: the folders whose entries are an export's top-level names: extracted/ itself, and the folders made
-    from zips there that are exports themselves (no LMS name: `section2.zip`, the zips of nbgrader's archive/). `dates`: each file's date as the LMS
-    wrote it: inside a student's upload, the date of the upload's own entry, never the dates the student's zip
-    claims.
+    from zips there that are exports themselves (no LMS name: `section2.zip`, the zips of nbgrader's archive/).
+    `dates`: each file's date as the LMS wrote it: inside a student's upload, the date of the upload's own entry,
+    never the dates the student's zip claims.
     """
 
     max_depth = Integer(MAX_DEPTH, help="How many zips deep to unpack.").tag(config=True)
@@ -105,7 +105,8 @@ class SafeExtractor(ExtractorPlugin):
         where = f"{shown}: {info.filename}"
         parts = _safe_name(info.filename)
         if parts is None:
-            self.notes.append(note("", "unsafe path", f"{where} points outside the folder it is unpacked into; skipped"))
+            self.notes.append(note("", "unsafe path",
+                                   f"{where} points outside the folder it is unpacked into; skipped"))
             return
         if stat.S_ISLNK(info.external_attr >> 16):
             self.notes.append(note("", "unsafe path", f"{where} is a symbolic link; skipped"))
@@ -130,9 +131,11 @@ class SafeExtractor(ExtractorPlugin):
             date = inherited or date
             if os.path.exists(dest):  # the same name twice in one zip: keep the newer entry
                 if date <= self.dates.get(dest, datetime.datetime.min):
-                    self.notes.append(note("", "duplicate entry", f"{where}: an older copy of a name already unpacked; skipped"))
+                    self.notes.append(note("", "duplicate entry",
+                                           f"{where}: an older copy of a name already unpacked; skipped"))
                     return
-                self.notes.append(note("", "duplicate entry", f"{where}: a newer copy replaced the one unpacked before"))
+                self.notes.append(note("", "duplicate entry",
+                                       f"{where}: a newer copy replaced the one unpacked before"))
             with archive.open(info) as src, open(dest, "wb") as out:
                 shutil.copyfileobj(src, out)
             self.unpacked += info.file_size

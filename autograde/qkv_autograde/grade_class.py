@@ -87,7 +87,8 @@ class DaskWorkers:
             self.client.wait_for_workers(1, timeout=wait_seconds)
         except TimeoutError:
             raise SystemExit(f"qkv grader: the Dask scheduler at {address} has no workers after {wait_seconds} s; "
-                             f"start some (`dask worker {address} --nthreads 1`) or grade without --scheduler") from None
+                             f"start some (`dask worker {address} --nthreads 1`) or grade without --scheduler"
+                             ) from None
         self.client.register_plugin(parallel.code_for_workers())
         ready = self.client.run(parallel.worker_ready, lesson, settings, on_error="return")
         broken = {worker: reply for worker, reply in ready.items() if isinstance(reply, BaseException)}
@@ -200,7 +201,7 @@ def feedback(coursedir, lesson, sent, workers, force):
         for share in shares:
             try:
                 future = workers.submit(feedback_pages.generate, lesson, share, force)
-                future.add_done_callback(lambda _, n=len(share): bar.update(n))
+                future.add_done_callback(lambda _, n=len(share): bar.update(n))  # noqa: B008 -- binds this share's size now
                 running.append((share, future))
             except RuntimeError:  # the pool is broken (a worker was lost during grading): written below, here
                 running.append((share, None))
@@ -312,7 +313,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m qkv_autograde", description=__doc__.split("\n\n")[0])
     parser.add_argument("lesson", help="the assignment, e.g. 01-lookup")
     parser.add_argument("--submissions", help="an LMS export (.zip) or a folder of submissions to collect first")
-    parser.add_argument("--jobs", type=int, default=None, help=f"local workers (default: one per core, here {default_jobs()})")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help=f"local workers (default: one per core, here {default_jobs()})")
     parser.add_argument("--scheduler", help="a Dask scheduler address (default: $DASK_SCHEDULER; none: local)")
     parser.add_argument("--force", action="store_true", help="grade again what is already graded")
     parser.add_argument("--allow-older", action="store_true", help="let an older copy replace a collected notebook")

@@ -3,11 +3,11 @@
 `collect(source, course_root, lesson)` takes a zip as Canvas, Moodle, Blackboard or Gradescope export it (zips
 inside it, folders inside it), or a folder, and runs nbgrader's own `zip_collect` in-process with two plugins:
 
-- `extractor.SafeExtractor` (an nbgrader ExtractorPlugin) unpacks archives without ever writing outside the course: an entry
-  named with `../`, an absolute path, a drive letter or a symlink is refused; zips inside the zip are unpacked
-  into a folder named after them (nbgrader's own layout), three levels deep at most, with a cap on bytes.
-- `collector.SubmissionCollector` (an nbgrader FileNameCollectorPlugin) reads whose notebook each file is from its path
-  relative to the unpacked folder, with the first of `SubmissionCollector.named_regexps` that matches
+- `extractor.SafeExtractor` (an nbgrader ExtractorPlugin) unpacks archives without ever writing outside the course:
+  an entry named with `../`, an absolute path, a drive letter or a symlink is refused; zips inside the zip are
+  unpacked into a folder named after them (nbgrader's own layout), three levels deep at most, with a cap on bytes.
+- `collector.SubmissionCollector` (an nbgrader FileNameCollectorPlugin) reads whose notebook each file is from its
+  path relative to the unpacked folder, with the first of `SubmissionCollector.named_regexps` that matches
   (nbgrader's `named_regexp`, when set, is tried first). `{lesson}` in a pattern stands for the lesson's name.
 
 How an LMS names a student's entry, and what is refused, is in collector.py and lms_names.py.
@@ -202,7 +202,8 @@ def _record_lms(records, coursedir, lesson, course_root):
                 continue
             stamp = named_time(record.get("timestamp"))
             if stamp and duedate and stamp > duedate:
-                record["late"] = f"submitted {_duration((stamp - duedate).total_seconds())} after the due date ({duedate})"
+                record["late"] = (f"submitted {_duration((stamp - duedate).total_seconds())} "
+                                  f"after the due date ({duedate})")
             kept = {k: record[k] for k in ("lms", "user_id", "name", "late", "timestamp") if record.get(k)}
             with open(os.path.join(folder, LMS_RECORD), "w", encoding="utf-8") as f:
                 json.dump(kept, f)

@@ -89,8 +89,9 @@ class RecoverMetadata(NbGraderPreprocessor):
         stripped = [name for name, j in matched.items() if id(nb.cells[j]) not in reset]
         if stripped:
             add_anomaly(nb, "metadata stripped", f"restored nbgrader metadata of {len(stripped)} cells by content")
+        release_ids = [_grade_id(c) for c in release.cells]
         lost = sorted(name for name in missing - set(matched)
-                      if release.cells[[_grade_id(c) for c in release.cells].index(name)].metadata["nbgrader"].get("solution"))
+                      if release.cells[release_ids.index(name)].metadata["nbgrader"].get("solution"))
         if lost:
             add_anomaly(nb, "answer cell missing", ", ".join(lost))
         return nb, resources
@@ -199,7 +200,8 @@ def match_stripped_cells(nb, release):
     matched = {}
     for i, j in pairs:
         name = _grade_id(release.cells[i])
-        if name and name not in present and not _grade_id(nb.cells[j]) and nb.cells[j].cell_type == release.cells[i].cell_type:
+        if (name and name not in present and not _grade_id(nb.cells[j])
+                and nb.cells[j].cell_type == release.cells[i].cell_type):
             nb.cells[j].metadata["nbgrader"] = copy.deepcopy(release.cells[i].metadata["nbgrader"])
             matched[name] = j
     return matched
@@ -255,9 +257,11 @@ NO_FIGURE_PICTURES = "get_ipython().run_line_magic('config', 'InlineBackend.figu
 class SandboxedExecute(NbGraderPreprocessor):
     """Run a submission: its own cells in a sandboxed kernel, its test cells here (see verdicts.py)."""
 
-    budget_seconds = Float(600, help="Wall-clock seconds for the whole notebook, all cells and test calls.").tag(config=True)
+    budget_seconds = Float(600, help="Wall-clock seconds for the whole notebook, all cells and test calls."
+                           ).tag(config=True)
     cell_timeout = Float(300, help="Most seconds one of the notebook's cells may run.").tag(config=True)
-    call_timeout = Float(60, help="Most seconds one call of a student's function from a test may take.").tag(config=True)
+    call_timeout = Float(60, help="Most seconds one call of a student's function from a test may take."
+                         ).tag(config=True)
     memory_limit = Integer(2 << 30, help="Bytes of memory for the student's kernel and all it starts, together (a "
                                          "cgroup; where none can be made, each process's address space)."
                            ).tag(config=True)

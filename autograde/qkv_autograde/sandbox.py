@@ -74,7 +74,8 @@ def _matplotlib_font_cache():
     import matplotlib
 
     cache = matplotlib.get_cachedir()
-    found = [os.path.join(cache, f) for f in os.listdir(cache) if f.startswith("fontlist")] if os.path.isdir(cache) else []
+    found = ([os.path.join(cache, f) for f in os.listdir(cache) if f.startswith("fontlist")]
+             if os.path.isdir(cache) else [])
     return found
 
 

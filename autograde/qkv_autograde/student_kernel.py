@@ -228,7 +228,8 @@ class StudentKernel:
         finally:
             client.output_bytes, client.answer_chars, client.request = previous, None, None
         if status == "budget":
-            raise TimeoutError(f"not run: the notebook used its whole grading time budget ({self.budget_seconds:.0f} s)")
+            raise TimeoutError(f"not run: the notebook used its whole grading time budget "
+                               f"({self.budget_seconds:.0f} s)")
         if status == "timeout":
             self.events.append(("timeout", f"{what} stopped after {limit:.0f} s"))
             self.restart("after a call that did not return")
@@ -250,9 +251,11 @@ class StudentKernel:
         answers = [o["data"][wire.MIME] for o in scratch.outputs
                    if o.get("output_type") == "display_data" and wire.MIME in o.get("data", {})]
         if not answers:
-            errors = [f"{o.get('ename')}: {o.get('evalue')}" for o in scratch.outputs if o.get("output_type") == "error"]
+            errors = [f"{o.get('ename')}: {o.get('evalue')}" for o in scratch.outputs
+                      if o.get("output_type") == "error"]
             raise KernelDied("the kernel did not answer the grader's call"
-                             + (f" ({errors[-1][:500]})" if errors else "") + "; was qkv or IPython changed by the notebook?")
+                             + (f" ({errors[-1][:500]})" if errors else "")
+                             + "; was qkv or IPython changed by the notebook?")
         try:
             answer = wire.parse_answer(answers[-1])
         except wire.ReplyRefused as error:
@@ -344,7 +347,8 @@ class RemoteObject:
 
 
 class RemoteFunction:
-    """A student's function, callable from the grader: arguments go in as plain data, answers come back as plain data."""
+    """A student's function, callable from the grader: arguments go in as plain data, answers come back as plain
+    data."""
 
     def __init__(self, kernel, target, name, module=None, generation=None):
         self._kernel, self._target = kernel, target

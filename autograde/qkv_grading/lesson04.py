@@ -6,7 +6,7 @@ import functools
 
 import numpy as np
 
-from qkv import attention as ref_attention, masking, probes
+from qkv import masking, probes
 from qkv.checking import check_against, check_boolean, seal
 from qkv.checks import lesson04 as visible
 from qkv_grading import answer_of, distinct_sizes, fresh_rng
@@ -86,8 +86,8 @@ def causal_self_attention(student_attention):
     check((X, W_Q, W_K, W_V))
     loud = visible.loud_future_input(np.random.default_rng(14), len(X), W_Q, W_K)
     check((loud, W_Q, W_K, W_V))
-    T, d_model, d_k, d_v = distinct_sizes(rng, 4, 2, 10)
-    for T, d_model, d_k, d_v in [(T, d_model, d_k, d_v), (1, 5, 3, 2), (int(rng.integers(10, 17)), 7, 9, 4)]:
+    drawn = tuple(distinct_sizes(rng, 4, 2, 10))
+    for T, d_model, d_k, d_v in [drawn, (1, 5, 3, 2), (int(rng.integers(10, 17)), 7, 9, 4)]:
         W = _random_projections(rng, d_model, d_k, d_v)
         check((rng.normal(size=(T, d_model)), *W))
     W = _random_projections(rng, 6, 4, 4)

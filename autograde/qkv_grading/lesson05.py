@@ -13,8 +13,8 @@ from qkv_grading import answer_of, distinct_sizes, fresh_rng
 
 # withheld from the student's kernel while this lesson is graded: each computes a graded answer
 GRADED_REFERENCES = ("qkv.heads.split_heads", "qkv.heads.merge_heads", "qkv.heads.multi_head_attention",
-                     "qkv.heads.grouped_query_attention", "qkv.heads.grouped_query_weights", "qkv.heads.repeat_kv_heads",
-                     "qkv.heads.kv_cache_bytes_per_token")
+                     "qkv.heads.grouped_query_attention", "qkv.heads.grouped_query_weights",
+                     "qkv.heads.repeat_kv_heads", "qkv.heads.kv_cache_bytes_per_token")
 
 
 def split_heads(student_split_heads):

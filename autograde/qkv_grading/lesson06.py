@@ -4,8 +4,6 @@ Inputs are drawn fresh each run; fixed edge cases target the mistakes the lesson
 off-by-one windows, future-leaking sinks, unshifted or overflowing perplexity, wrong diagonals, ablation in
 every layer or by renormalised weights).
 """
-import functools
-
 import numpy as np
 
 from qkv import sinks as ref_sinks

@@ -62,7 +62,8 @@ def fit_exponent(sizes, values):
     # [n], [n] -> float: the least-squares slope of log(values) against log(sizes); values ~ c * sizes^slope
     sizes, values = as_float_array(sizes, "sizes"), as_float_array(values, "values")
     require(sizes.ndim == 1 and sizes.shape == values.shape and len(sizes) >= 2,
-            f"sizes and values must be two 1-D lists of the same length >= 2; got shapes {sizes.shape} and {values.shape}")
+            f"sizes and values must be two 1-D lists of the same length >= 2; "
+            f"got shapes {sizes.shape} and {values.shape}")
     require(np.all(sizes > 0) and np.all(values > 0), "sizes and values must all be positive to take logarithms")
     require(np.ptp(sizes) > 0, "the sizes must not all be equal: a slope needs at least two different sizes")
     slope, _ = np.polyfit(np.log(sizes), np.log(values), 1)
@@ -365,7 +366,8 @@ def layer_seconds(model, T, layer_index=0, seed=0):
 
     c = model.config
     # scores, their exponentials, the masked copies and the weights: about five [H_q, T, T] float32 arrays at once
-    check_probe_fits(T, itemsize=4, arrays=5 * c.n_heads, what="one layer's float32 [T, T] arrays (about five per head)")
+    check_probe_fits(T, itemsize=4, arrays=5 * c.n_heads,
+                     what="one layer's float32 [T, T] arrays (about five per head)")
     layer = model.weights.layers[int(layer_index)]
     ids = np.random.default_rng(seed).integers(0, c.vocab_size, size=int(T))
     x = model.weights.token_embedding[ids]

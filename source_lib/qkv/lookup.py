@@ -27,7 +27,8 @@ def hard_lookup(query, keys, values):
 def soft_lookup(query, keys, values, temperature=1.0):
     # [d_k], [n, d_k], [n, d_v] -> weights [n], output [d_v]
     query, keys, values = _check_lookup_shapes(query, keys, values)
-    require(np.ndim(temperature) == 0 and temperature > 0, f"temperature must be a positive number; got {temperature!r}")
+    require(np.ndim(temperature) == 0 and temperature > 0,
+            f"temperature must be a positive number; got {temperature!r}")
     weights = softmax(keys @ query / temperature)
     return weights, weights @ values
 

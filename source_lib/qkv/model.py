@@ -366,7 +366,8 @@ def main() -> int:
 
 
 # The functions forward runs through, as imported: a notebook that replaces one computes with its own, uncached.
-model_cache.watch(*(importlib.import_module(f"qkv.{name}") for name in ("model", "heads", "attention", "masking", "shapes")))
+model_cache.watch(*(importlib.import_module(f"qkv.{name}")
+                    for name in ("model", "heads", "attention", "masking", "shapes")))
 
 
 if __name__ == "__main__":

@@ -25,11 +25,11 @@ change, and pages no one writes are shared with the page cache (lesson 06's four
 kernel 0.15-0.35 s each to copy and hash). An entry that fails any check (header, shapes, size, hash) is a miss,
 never a wrong answer; the hash is checked at every read, except in the kernels the grader forks from a template
 that checked every entry of a folder they can only read (verify_entries), while the file is still that one.
-Entries are written only while filling: `python -m qkv.fill_model_cache` runs the solution notebooks of CACHED_LESSONS once, so that every later run, and
-every student's kernel, reads their fixed results (`make model` does it; the grader does it once per class, before
-its kernels, which see the cache read-only). Everyday calls only read, so a notebook that times forward passes
-on its own inputs (lesson 07 measures what a KV cache saves) still times the computation, and a student's
-experiments fill no disk.
+Entries are written only while filling: `python -m qkv.fill_model_cache` runs the solution notebooks of
+CACHED_LESSONS once, so that every later run, and every student's kernel, reads their fixed results (`make model`
+does it; the grader does it once per class, before its kernels, which see the cache read-only). Everyday calls
+only read, so a notebook that times forward passes on its own inputs (lesson 07 measures what a KV cache saves)
+still times the computation, and a student's experiments fill no disk.
 
 QKV_RESULT_CACHE: unset or "on" reads; "off" computes everything (the "without cache" of tests and benches,
 `make bench`); "fill" reads and writes what it had to compute; "refresh" computes everything and writes it.

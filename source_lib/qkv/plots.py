@@ -50,7 +50,8 @@ def weights_bar(weights, labels=None, ax=None, title=None, ylim=(0, 1)):
     ax.bar(range(len(weights)), weights, color="tab:blue")
     labels = list(labels) if labels is not None else list(range(len(weights)))
     long_labels = max(len(str(label)) for label in labels) > 6
-    ax.set_xticks(range(len(weights)), labels, rotation=30 if long_labels else 0, ha="right" if long_labels else "center")
+    ax.set_xticks(range(len(weights)), labels, rotation=30 if long_labels else 0,
+                  ha="right" if long_labels else "center")
     ax.set_ylim(*ylim)
     ax.set_ylabel("weight")
     if title:

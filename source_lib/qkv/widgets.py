@@ -66,7 +66,8 @@ def lookup_explorer(soft_lookup, keys, values, key_labels, query=None, value_lab
 
     controls = {f"q{i}": s for i, s in enumerate(component_sliders)} | {"temperature": temperature_slider}
     output = live_figure(draw, controls, figsize=(9, 3))
-    return widgets.VBox([widgets.HBox(component_sliders[:4]), widgets.HBox(component_sliders[4:] + [temperature_slider]), output])
+    return widgets.VBox([widgets.HBox(component_sliders[:4]),
+                         widgets.HBox(component_sliders[4:] + [temperature_slider]), output])
 
 
 def head_explorer(layer_weights, labels, layer=None, head=0):

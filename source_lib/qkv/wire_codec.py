@@ -127,7 +127,8 @@ def _array_plain(array):
 
 
 def _is_value_type(cls):
-    return isinstance(cls, type) and (dataclasses.is_dataclass(cls) or (issubclass(cls, tuple) and hasattr(cls, "_fields")))
+    return isinstance(cls, type) and (dataclasses.is_dataclass(cls)
+                                      or (issubclass(cls, tuple) and hasattr(cls, "_fields")))
 
 
 def _fields_of(value):

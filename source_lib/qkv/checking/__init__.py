@@ -18,14 +18,16 @@ instructor's hidden tests are both thin layers over `check_against`. One module 
 """
 import sys
 
-from qkv.checking.hints import Hint, call_text, describe
-from qkv.checking.guard import REFERENCE_MODULES, assert_untampered, protect, seal
-from qkv.checking.calling import call, likely_cause, where
-from qkv.checking.memory import call_with_peak_memory, traced_peak
-from qkv.checking.validation import expect_array, expect_number
-from qkv.checking.diagnosis import EVIDENCE_NEEDED, Probes, certain_diagnosis
-from qkv.checking.compare import SINGLE_PRECISION_SLACK, Check, check_against, check_boolean, close, mismatch_text
-from qkv.checking.questions import (SELF_STUDY_VARIABLE, answer_key, answer_key_folder, answer_tolerance,
+# the package's public names, read elsewhere as qkv.checking.<name> (checks, hidden tests, notebooks): re-exports
+from qkv.checking.hints import Hint, call_text, describe  # noqa: F401
+from qkv.checking.guard import REFERENCE_MODULES, assert_untampered, protect, seal  # noqa: F401
+from qkv.checking.calling import call, likely_cause, where  # noqa: F401
+from qkv.checking.memory import call_with_peak_memory, traced_peak  # noqa: F401
+from qkv.checking.validation import expect_array, expect_number  # noqa: F401
+from qkv.checking.diagnosis import EVIDENCE_NEEDED, Probes, certain_diagnosis  # noqa: F401
+from qkv.checking.compare import (SINGLE_PRECISION_SLACK, Check, check_against, check_boolean, close,  # noqa: F401
+                                  mismatch_text)
+from qkv.checking.questions import (SELF_STUDY_VARIABLE, answer_key, answer_key_folder, answer_tolerance,  # noqa: F401
                                     answered_choice, answered_number, expect_answer, is_right, self_study)
 from qkv.checking.display import install_short_hints
 

@@ -55,7 +55,8 @@ def _foreign(value):
 def _watched_modules():
     packages = tuple(_WATCHED_PACKAGES)
     for name, module in list(sys.modules.items()):
-        if module is not None and (name == "numpy" or name in packages or name.startswith(tuple(p + "." for p in packages))):
+        if module is not None and (name == "numpy" or name in packages
+                                   or name.startswith(tuple(p + "." for p in packages))):
             yield name, module
 
 

@@ -9,7 +9,8 @@ class Hint(AssertionError):
 def describe(value):
     if isinstance(value, np.ndarray):
         return f"array{tuple(value.shape)} {value.dtype}"
-    if isinstance(value, (list, tuple)) and (len(value) > 6 or any(isinstance(v, (np.ndarray, list, tuple)) for v in value)):
+    if isinstance(value, (list, tuple)) and (len(value) > 6
+                                             or any(isinstance(v, (np.ndarray, list, tuple)) for v in value)):
         inner = ", ".join(describe(v) for v in value) if len(value) <= 4 else f"{len(value)} items"
         return f"{type(value).__name__} of {inner}"
     if callable(value):

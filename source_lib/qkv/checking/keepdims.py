@@ -40,7 +40,8 @@ def reduction_against_its_input(line, earlier):
     for text in earlier:
         tree = _parsed(text)
         statement = tree.body[0] if tree and tree.body else None
-        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+        if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)):
             reduced = _reduced_input(statement.value, {})
             if reduced:
                 bound[statement.targets[0].id] = reduced

@@ -52,7 +52,8 @@ def _read_answer_key(folder):
         tables = {}
         try:
             for node in ast.parse(open(path, encoding="utf-8").read()).body:
-                if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] in (["ANSWERS"], ["EXPLANATIONS"]):
+                if (isinstance(node, ast.Assign)
+                        and [getattr(t, "id", None) for t in node.targets] in (["ANSWERS"], ["EXPLANATIONS"])):
                     expression = compile(ast.Expression(node.value), path, "eval")
                     tables[node.targets[0].id] = eval(expression, {"np": np, "__builtins__": _PLAIN_BUILTINS})
         except (OSError, SyntaxError, NameError, TypeError, ValueError):

@@ -98,7 +98,8 @@ def compare_variance(student_fn, d_k, n_samples, seed):
     shown = _variance_shown(d_k, n_samples, seed)
     for index, (mistake_fn, hint) in enumerate(VARIANCE_MISTAKES):
         mistaken = mistake_fn(d_k, n_samples, np.random.default_rng(seed))
-        if close(got, mistaken, 1e-4, 1e-6) and _variance_mistake_confirmed(student_fn, index, d_k, n_samples, seed, got):
+        if (close(got, mistaken, 1e-4, 1e-6)
+                and _variance_mistake_confirmed(student_fn, index, d_k, n_samples, seed, got)):
             raise Hint(f"{shown} is wrong: {hint}")
     raise Hint(f"{shown} returned {got:.6g}; drawing q then k from that generator as the docstring says "
                f"gives {expected:.6g}. Check the order of the draws (all of q, then all of k) and their "

@@ -178,7 +178,8 @@ def _student_append(student_append):
         shown = call_text("append_to_cache", (k_cache, v_cache, k_new, v_new))
         result = call(student_append, k_cache, v_cache, k_new, v_new, name="append_to_cache")
         if not isinstance(result, tuple) or len(result) != 2:
-            raise Hint(f"inside SmolLM2, {shown} returned {type(result).__name__}; expected a tuple (k_cache, v_cache).")
+            raise Hint(f"inside SmolLM2, {shown} returned {type(result).__name__}; "
+                       "expected a tuple (k_cache, v_cache).")
         grown = (k_cache.shape[0], k_cache.shape[1] + k_new.shape[1], k_cache.shape[2])
         return tuple(expect_array(part, grown, f"inside SmolLM2, {shown}, its {name},").astype(np.float32)
                      for part, name in zip(result, ("k_cache", "v_cache")))
