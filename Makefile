@@ -8,7 +8,7 @@ export PATH := $(BIN):$(PATH)
 export MPLBACKEND ?= Agg
 LESSONS := $(sort $(notdir $(wildcard solutions/[0-9]*)))
 
-.PHONY: install model lab lab-instructor binder-check test browser sandbox release grade exchange bench clean-class
+.PHONY: install model lab lab-instructor binder-check student-edition test browser sandbox release grade exchange bench clean-class
 
 # Versions come from environment.yml only: its pip section is the requirements list.
 $(VENV)/.installed: environment.yml source_lib/pyproject.toml
@@ -48,15 +48,26 @@ lab-instructor: install
 test: install
 	$(PY) -m pytest tests
 
-# What Binder would build, checked offline: repo2docker (in its own venv) writes the build plan without building
+# What Binder would build, checked offline: repo2docker (in its own venv) writes the build plan without building;
+# BINDER_DIR=folder checks another repository (a student edition)
+BINDER_DIR ?= .
 binder-check:
 	test -x .venv-binder/bin/repo2docker || { $(PYTHON) -m venv .venv-binder && \
 	  .venv-binder/bin/pip install --quiet jupyter-repo2docker==2026.4.0; }
-	.venv-binder/bin/repo2docker --no-build --debug . > .venv-binder/plan.txt 2>&1
+	.venv-binder/bin/repo2docker --no-build --debug "$(BINDER_DIR)" > .venv-binder/plan.txt 2>&1
 	grep -q 'Building conda environment' .venv-binder/plan.txt && grep -q 'RUN ./postBuild' .venv-binder/plan.txt \
 	  && grep -q 'R2D_ENTRYPOINT="$${REPO_DIR}/start"' .venv-binder/plan.txt \
 	  && echo "binder-check: environment.yml, postBuild and start detected" \
 	  || { cat .venv-binder/plan.txt; echo "binder-check: repo2docker did not find the Binder configuration"; exit 1; }
+
+# Instructors: the repository to publish for a graded class (issue 33): the released lessons' notebooks, the student
+# build of qkv (no answer to an open lesson), Binder's files, a Makefile and a README for students; its own git
+# repository with one commit. LESSONS: all by default; HANDOUTS (lessons whose reference code ships as-is): none.
+#   make student-edition DEST=folder [LESSONS=01-lookup,02-by-hand] [HANDOUTS=01-lookup]
+student-edition: | $(VENV)/.installed
+	@test -n "$(DEST)" || { echo "usage: make student-edition DEST=folder [LESSONS=01-lookup,...] [HANDOUTS=01-lookup,...]"; exit 2; }
+	PYTHONPATH="$(CURDIR)/source_lib:$(CURDIR)/autograde" $(PY) -m qkv_edition.build --dest "$(abspath $(DEST))" \
+	  $(if $(filter command line,$(origin LESSONS)),--lessons "$(LESSONS)") --handouts "$(HANDOUTS)"
 
 # Debian's chromium for tests/test_browser.py (without it, and outside CI, that one test is skipped)
 browser:
