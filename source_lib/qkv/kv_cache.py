@@ -6,16 +6,16 @@ keys and values and attends to the ones kept from earlier steps.
     generate_with_cache(model, ids, 5)                       # the same ids as qkv.model.generate(model, ids, 5)
 
 One layer's cache operations (empty_cache, append_to_cache, attention_step, evict) are lesson 07's exercises
-and live in qkv.cost; this module runs them through the whole model of qkv.model.
+and live in qkv.cost; this module runs yours through the whole model of qkv.model when you pass them, and the
+model's own attention (qkv.model.layer_attention, which keeps its keys and values itself) when you do not.
 """
 from typing import NamedTuple
 
 import numpy as np
 
 from qkv import cost
-from qkv.heads import grouped_query_attention
-from qkv.masking import causal_mask
-from qkv.model import attention_block, check_ids, logits_from_hidden, prompt_ids, rms_norm, rope_angles, swiglu_mlp
+from qkv.model import (attention_block, check_ids, layer_attention, logits_from_hidden, prompt_ids, rms_norm,
+                       rope_angles, swiglu_mlp)
 from qkv.shapes import require, whole_number
 
 
@@ -55,38 +55,55 @@ def forward_step(model, ids, cache, attention_step=None, append_to_cache=None):
     `append_to_cache(k_cache, v_cache, k_new, v_new) -> (k_cache, v_cache)`, then attends. One new token
     (generation) goes through `attention_step(q_new [H_q, 1, d_head], k_cache, v_cache) -> [H_q, 1, d_head]`,
     with nothing to mask: the cache holds only the past and the token itself. Several (a prompt) go through
-    grouped-query attention with the causal mask shifted by the cached length. Defaults: qkv.cost's.
+    grouped-query attention with the causal mask shifted by the cached length. Without your functions, the
+    model's own attention does both (qkv.model.layer_attention: the same numbers as qkv.cost's).
     """
     config, params = model.config, model.weights
     ids = check_ids(ids, config)
-    attention_step = cost.attention_step if attention_step is None else attention_step
-    append_to_cache = cost.append_to_cache if append_to_cache is None else append_to_cache
     past, n = _check_kv_cache(cache, config), len(ids)
     require(past + n <= config.context_length,
             f"{past} cached + {n} new tokens exceed the model's context length {config.context_length}")
     cos, sin = rope_angles(past + n, config.d_head, config.rope_base)
     cos, sin = cos[past:], sin[past:]                       # the new tokens sit at positions past .. past + n - 1
-    mask = causal_mask(past + n)[past:]                     # [n, past + n]
+    append = None if append_to_cache is None else _checked_append(append_to_cache, config, past, n)
     x = params.token_embedding[ids]
     grown = []
+    for layer, layer_cache in zip(params.layers, cache):
+        # the caller's append_to_cache gets the cache as given; concatenation keeps it float32, like the model
+        layer_cache = tuple(layer_cache) if append else tuple(np.asarray(a, dtype=np.float32) for a in layer_cache)
+        if n == 1 and attention_step is not None:
+            attended, _ = attention_block(x, layer, config, cos, sin, None,
+                                          _step_through(attention_step, layer_cache, append, grown))
+        else:
+            attended, _, kv = layer_attention(x, layer, config, cos, sin, past=layer_cache, append=append)
+            grown.append(kv)
+        x = x + attended
+        x = x + swiglu_mlp(rms_norm(x, layer.ffn_norm, config.rms_eps), layer.W_gate, layer.W_up, layer.W_down)
+    return Step(logits=logits_from_hidden(x, params, config), cache=tuple(grown))
 
-    def attend(q, k, v, mask):
-        k_all, v_all = (np.asarray(a, dtype=np.float32) for a in append_to_cache(*grown.pop(), k, v))
+
+def _checked_append(append_to_cache, config, past, n):
+    # the caller's append_to_cache, its result as float32 and checked to hold the past and the n new tokens
+    def append(k_cache, v_cache, k_new, v_new):
+        k_all, v_all = (np.asarray(a, dtype=np.float32) for a in append_to_cache(k_cache, v_cache, k_new, v_new))
         expected = (config.n_kv_heads, past + n, config.d_head)
         if k_all.shape != expected or v_all.shape != expected:
             raise ValueError(f"append_to_cache must give k and v of shape {expected} here (the {past} cached "
                              f"tokens, then the {n} new); got k {k_all.shape}, v {v_all.shape}")
-        grown.append((k_all, v_all))
-        if n == 1:
-            return attention_step(q, k_all, v_all)
-        return grouped_query_attention(q, k_all, v_all, mask)
+        return k_all, v_all
+    return append
 
-    for layer, layer_cache in zip(params.layers, cache):
-        grown.append(tuple(layer_cache))
-        attended, _ = attention_block(x, layer, config, cos, sin, mask, attend, False)
-        x = x + attended
-        x = x + swiglu_mlp(rms_norm(x, layer.ffn_norm, config.rms_eps), layer.W_gate, layer.W_up, layer.W_down)
-    return Step(logits=logits_from_hidden(x, params, config), cache=tuple(grown))
+
+def _step_through(attention_step, layer_cache, append, grown):
+    # one new token's attention for attention_block: the caller's attention_step on the cache grown by its key and
+    # value (with append, or concatenated), the grown cache kept in `grown`
+    def attend(q, k, v, mask):
+        k_cache, v_cache = layer_cache
+        k_all, v_all = (np.concatenate((k_cache, k), axis=1), np.concatenate((v_cache, v), axis=1)) \
+            if append is None else append(k_cache, v_cache, k, v)
+        grown.append((k_all, v_all))
+        return attention_step(q, k_all, v_all)
+    return attend
 
 
 def generate_with_cache(model, ids_or_text, n_new, attention_step=None, append_to_cache=None, return_logits=False):

@@ -13,6 +13,9 @@ Weights come from the Q4_1 GGUF that `qkv.fetch` downloads (read by `qkv.gguf_we
 stored here as [d_in, d_out] so every projection reads `x @ W`, like the lessons' W_Q [d_model, d_k].
 The same model with a key/value cache, one new token at a time, is `qkv.kv_cache` (lesson 07).
 
+The attention is the model's own (layer_attention: a whole layer's, from its input x), built on no lesson's
+graded function, so the model runs while those are exercises; a lesson plugs its own in with `attention=`.
+
     python -m qkv.model          # fetch the GGUF if needed and build its float32 cache (make model)
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +34,6 @@ from tokenizers import Tokenizer
 
 from qkv import fetch, gguf_weights, model_cache
 from qkv.fetch import GGUF_SHA256, is_verified, model_path
-from qkv.heads import grouped_query_attention, grouped_query_weights, merge_heads, split_heads
-from qkv.masking import causal_mask
 from qkv.shapes import require, token_ids, whole_number
 
 
@@ -131,23 +133,60 @@ def swiglu_mlp(x, W_gate, W_up, W_down):
 
 
 def attention_inputs(x, layer, config, cos, sin):
-    # [T, d_model] -> q [H_q, T, d_head], k [H_kv, T, d_head], v [H_kv, T, d_head]: RoPE on q and k only
+    # [T, d_model] -> q [H_q, T, d_head], k [H_kv, T, d_head], v [H_kv, T, d_head]: RoPE on q and k only;
+    # head h owns columns h*d_head .. (h+1)*d_head - 1 of each projection
     h = rms_norm(x, layer.attn_norm, config.rms_eps)
-    q = apply_rope(split_heads(h @ layer.W_q, config.n_heads), cos, sin)
-    k = apply_rope(split_heads(h @ layer.W_k, config.n_kv_heads), cos, sin)
-    v = split_heads(h @ layer.W_v, config.n_kv_heads)
+    T, d = len(x), config.d_head
+    q = apply_rope((h @ layer.W_q).reshape(T, config.n_heads, d).transpose(1, 0, 2), cos, sin)
+    k = apply_rope((h @ layer.W_k).reshape(T, config.n_kv_heads, d).transpose(1, 0, 2), cos, sin)
+    v = (h @ layer.W_v).reshape(T, config.n_kv_heads, d).transpose(1, 0, 2)
     return q, k, v
 
 
-def attention_block(x, layer, config, cos, sin, mask, attention, return_weights):
-    # [T, d_model] -> [T, d_model], and [H_q, T, T] weights or None
+def layer_attention(x, layer, config, cos, sin, mask=None, past=None, append=None, return_weights=False):
+    """One layer's whole attention sub-block, the model's own: what forward runs when no attention is given.
+
+    x [n, d_model]: the n newest tokens, at the positions of cos, sin [n, d_head // 2]. past: the keys and
+    values of the tokens before them, (k, v) each [H_kv, T_past, d_head] with RoPE applied, or None (no
+    earlier tokens). mask: bool [n, T_past + n], True where a query may attend a key; None is causal.
+    append(k_past, v_past, k_new, v_new) -> (k, v) grows the keys and values (default: concatenation).
+    -> out [n, d_model], weights [H_q, n, T] or None, (k, v) [H_kv, T, d_head] each; T = T_past + n.
+
+    The query heads that share a key/value head sit side by side, q [H_kv, H_q // H_kv, n, d_head], so each
+    group reads its key/value head by broadcasting, without copies of it.
+    """
+    q, k, v = attention_inputs(x, layer, config, cos, sin)
+    if past is not None:
+        k, v = (np.concatenate((past[0], k), axis=1), np.concatenate((past[1], v), axis=1)) if append is None \
+            else append(past[0], past[1], k, v)
+    n, (n_kv, T, d) = len(x), k.shape
+    mask = np.tri(n, T, T - n, dtype=bool) if mask is None else mask      # query i sits at position T - n + i
+    q = q.reshape(n_kv, -1, n, d)                                          # [H_kv, group, n, d]
+    scores = q @ k[:, None].swapaxes(-1, -2) / math.sqrt(d)                # [H_kv, group, n, T]
+    scores = np.where(mask, scores, -np.inf)                               # a hidden key gets exp(-inf) = 0
+    top = scores.max(axis=-1, keepdims=True)
+    e = np.exp(scores - np.where(top > -np.inf, top, 0.0))                 # a row with nothing visible: all 0
+    total = e.sum(axis=-1, keepdims=True)
+    weights = e / np.where(total > 0, total, 1.0)                          # ... and zero weights, never NaN
+    out = weights @ v[:, None]                                             # [H_kv, group, n, d]
+    out = out.reshape(-1, n, d).transpose(1, 0, 2).reshape(n, -1) @ layer.W_o   # heads side by side, [n, d_model]
+    return out, (weights.reshape(-1, n, T) if return_weights else None), (k, v)
+
+
+def attention_block(x, layer, config, cos, sin, mask, attention=None, return_weights=False):
+    # [T, d_model] -> [T, d_model], and [H_q, T, T] weights or None. attention=None is the model's own
+    # (layer_attention); else attention(q, k, v, mask) -> [H_q, T, d_head] runs in every head's place, and the
+    # weights returned are still the model's own
+    if attention is None:
+        out, weights, _ = layer_attention(x, layer, config, cos, sin, mask, return_weights=return_weights)
+        return out, weights
     q, k, v = attention_inputs(x, layer, config, cos, sin)
     out = np.asarray(attention(q, k, v, mask))
     if out.shape != q.shape:
-        raise ValueError(f"attention(q {q.shape}, k {k.shape}, v {v.shape}, mask {mask.shape}) "
+        raise ValueError(f"attention(q {q.shape}, k {k.shape}, v {v.shape}, mask {np.shape(mask)}) "
                          f"must return {q.shape}; got {out.shape}")
-    weights = np.asarray(grouped_query_weights(q, k, mask), dtype=np.float32) if return_weights else None
-    return merge_heads(out.astype(np.float32, copy=False)) @ layer.W_o, weights
+    weights = layer_attention(x, layer, config, cos, sin, mask, return_weights=True)[1] if return_weights else None
+    return out.astype(np.float32, copy=False).transpose(1, 0, 2).reshape(len(x), -1) @ layer.W_o, weights
 
 
 def logits_from_hidden(x, params, config):
@@ -164,7 +203,8 @@ def forward(model, ids, attention=None, return_weights=False, return_hidden=Fals
 
     `attention(q, k, v, mask) -> out` replaces the attention inside every layer: q is
     [H_q, T, d_head], k and v [H_kv, T, d_head] (RoPE already applied), mask bool [T, T] True
-    where a query may attend a key; out must be [H_q, T, d_head].
+    where a query may attend a key; out must be [H_q, T, d_head]. Without it, the model's own
+    (layer_attention) runs; the weights returned are always the model's own.
 
     mask: bool [T, T] to use in every layer instead of the causal mask (e.g. a sliding window,
     qkv.sinks.sliding_window_mask). attention_takes_layer=True calls attention(q, k, v, mask, layer)
@@ -205,16 +245,15 @@ def _forward_of(arrays, config, return_weights, return_hidden):
 def _forward(model, ids, attention, return_weights, return_hidden, mask, attention_takes_layer):
     # forward's computation, on checked ids and mask (None: causal)
     config, params = model.config, model.weights
-    attention = grouped_query_attention if attention is None else attention
     T = len(ids)
     cos, sin = rope_angles(T, config.d_head, config.rope_base)
-    mask = causal_mask(T) if mask is None else mask
+    mask = np.tri(T, dtype=bool) if mask is None else mask           # causal: query i sees keys 0..i
     x = params.token_embedding[ids]                                   # [T, d_model]
     all_weights = [] if return_weights else None
     hidden = [x] if return_hidden else None
     for index, layer in enumerate(params.layers):
-        layer_attention = _with_layer(attention, index) if attention_takes_layer else attention
-        attended, layer_weights = attention_block(x, layer, config, cos, sin, mask, layer_attention, return_weights)
+        attend = _with_layer(attention, index) if attention_takes_layer and attention is not None else attention
+        attended, layer_weights = attention_block(x, layer, config, cos, sin, mask, attend, return_weights)
         x = x + attended
         x = x + swiglu_mlp(rms_norm(x, layer.ffn_norm, config.rms_eps), layer.W_gate, layer.W_up, layer.W_down)
         if return_weights:
@@ -252,13 +291,12 @@ def block_steps(model, ids, layer_index=0, attention=None):
     ids = check_ids(ids, config)
     layer_index = whole_number(layer_index, "layer_index", 0)
     require(layer_index < config.n_layers, f"layer_index must lie in [0, {config.n_layers}); got {layer_index}")
-    attention = grouped_query_attention if attention is None else attention
     layer = params.layers[layer_index]
     x = (forward(model, ids, attention=attention, return_hidden=True).hidden[layer_index] if layer_index
          else params.token_embedding[ids])                                      # [T, d_model]
     cos, sin = rope_angles(len(ids), config.d_head, config.rope_base)
     steps = [("input x", x), ("RMSNorm(x)", rms_norm(x, layer.attn_norm, config.rms_eps))]
-    attended, _ = attention_block(x, layer, config, cos, sin, causal_mask(len(ids)), attention, False)
+    attended, _ = attention_block(x, layer, config, cos, sin, np.tri(len(ids), dtype=bool), attention)
     x = x + attended
     steps += [("attention", attended), ("x + attention (residual add)", x)]
     h = rms_norm(x, layer.ffn_norm, config.rms_eps)
@@ -366,6 +404,8 @@ def main() -> int:
 
 
 # The functions forward runs through, as imported: a notebook that replaces one computes with its own, uncached.
+# Its own attention is in this module; heads, attention and masking stay watched because forward(...,
+# attention=qkv.heads.grouped_query_attention) is read from the cache too (model_cache.reference_call).
 model_cache.watch(*(importlib.import_module(f"qkv.{name}")
                     for name in ("model", "heads", "attention", "masking", "shapes")))
 
