@@ -221,8 +221,7 @@ def library_index(folder=ROOT / "source_lib" / "qkv"):
 
 def _conflicts(released, handouts, library_folder=ROOT / "source_lib" / "qkv"):
     paths = qkv.lessons.course_paths(ROOT)
-    return edition_build.conflicts(tuple(released), tuple(handouts), library_index(library_folder),
-                                   paths.notebooks, paths.hidden_tests)
+    return edition_build.conflicts(tuple(released), tuple(handouts), library_index(library_folder), paths.notebooks)
 
 
 def test_what_a_lesson_needs_is_read_from_the_source(tmp_path):
@@ -275,8 +274,7 @@ def model_runs_graded_functions():
     """Does qkv.model or qkv.kv_cache still refer to a lesson's graded function? (The MODEL helper's change, in
     progress, runs SmolLM2 with internal code instead.)"""
     library = library_index()
-    hidden_tests = ROOT / "autograde" / "qkv_grading"
-    graded = set().union(*(edition_build.graded_references(row, hidden_tests) for row in LESSONS))
+    graded = set().union(*(edition_build.graded_references(row.slug) for row in LESSONS))
     used = set()
     for module in ("qkv.model", "qkv.kv_cache"):
         for name in library.modules[module].symbols:

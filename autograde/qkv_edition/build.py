@@ -11,8 +11,8 @@ the lesson to add to HANDOUTS, when a released lesson needs something another le
 needs is read from the source (ast), never from a hand list: every qkv name its released notebook imports or uses
 and, transitively, everything those refer to in the library (function bodies, defaults, decorators, lazy imports,
 what a module runs when imported). The withheld functions of a lesson are its hidden tests' GRADED_REFERENCES
-(autograde/qkv_grading/lessonNN.py), read as data; a withheld function becomes a stub that calls nothing, so the
-walk stops there.
+(autograde/qkv_grading/lessonNN.py, as the grader's kernel view reads them); a withheld function becomes a stub
+that calls nothing, so the walk stops there.
 
     python -m qkv_edition.build --dest DEST [--lessons 01-lookup,02-by-hand] [--handouts 01-lookup]
 """
@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 from typing import NamedTuple
+
+from qkv_autograde.kernel_view import graded_references  # first: qkv_autograde makes nbformat import faster
 
 import nbformat
 
@@ -44,16 +46,6 @@ class Refused(Exception):
 
 
 # ================================================================ what a lesson needs (ast)
-
-def graded_references(lesson, hidden_tests_folder):
-    """The GRADED_REFERENCES tuple of a lesson's hidden tests, read as a literal (the module is not imported)."""
-    path = pathlib.Path(hidden_tests_folder) / f"lesson{lesson.number}.py"
-    for node in ast.parse(path.read_text(), str(path)).body:
-        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-        if any(getattr(t, "id", None) == "GRADED_REFERENCES" for t in targets):
-            return frozenset(ast.literal_eval(node.value))
-    raise ValueError(f"{path} declares no GRADED_REFERENCES")
-
 
 class _Module(NamedTuple):
     name: str              # qkv.checking.compare
@@ -321,10 +313,10 @@ def removed_checks(released, handouts, library):
     return {name for name in library.modules if (m := pattern.match(name)) and m.group(1) not in kept}
 
 
-def conflicts(released, handouts, library, notebooks_folder, hidden_tests_folder):
+def conflicts(released, handouts, library, notebooks_folder):
     """For every released lesson, each thing it needs that the edition will not hold whole: a function another
     lesson (not a handout) grades, or the checks of a lesson that is not in the edition."""
-    references = {row.slug: graded_references(row, hidden_tests_folder) for row in qkv.lessons.LESSONS}
+    references = {row.slug: frozenset(graded_references(row.slug)) for row in qkv.lessons.LESSONS}
     stubs = withheld(qkv.lessons.LESSONS, handouts, references)
     missing = removed_checks(released, handouts, library)
     found = []
@@ -522,7 +514,7 @@ def build(dest, lessons=None, handouts=None, root=ROOT, build_student_library=No
     library = Library(library_source)
 
     def missing(handouts):
-        return conflicts(released, handouts, library, paths.notebooks, paths.hidden_tests)
+        return conflicts(released, handouts, library, paths.notebooks)
 
     found = missing(handed_out)
     if found:
