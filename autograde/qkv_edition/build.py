@@ -53,7 +53,6 @@ class _Module(NamedTuple):
     symbols: dict          # top-level name -> its definition (FunctionDef, ClassDef) or assigned value
     aliases: dict          # top-level name an import binds -> dotted target ("qkv.attention", "qkv.attention.softmax")
     imports: frozenset     # qkv modules its top level imports (run when it is imported)
-    import_time: frozenset  # dotted targets its top level calls or decorates with while it is imported
 
 
 def _is_package(path):
@@ -95,7 +94,7 @@ class Library:
 
     def _index(self, name, path):
         tree = ast.parse(path.read_text(), str(path))
-        symbols, aliases, imports, import_time = {}, {}, set(), set()
+        symbols, aliases, imports = {}, {}, set()
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 symbols[node.name] = node
@@ -109,17 +108,20 @@ class Library:
                 for bound, target, modules in _import_targets(node, name, _is_package(path)):
                     aliases[bound] = target
                     imports.update(m for m in modules if m.split(".")[0] == "qkv")
-        module = _Module(name, tree, symbols, aliases, frozenset(), frozenset())
-        # what runs at import: every call and decorator outside function bodies (class bodies run too)
-        for node in tree.body:
-            for called in _executed_at_import(node):
-                import_time.update(self._names_in(module, called, local_imports={}, local_names=set()))
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                continue
-            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)):
-                # an if/for/try/expression at the top level runs whole (e.g. a registration loop)
-                import_time.update(self._names_in(module, node, local_imports={}, local_names=set()))
-        return module._replace(imports=frozenset(imports), import_time=frozenset(import_time))
+        return _Module(name, tree, symbols, aliases, frozenset(imports))
+
+    def _import_time(self, module):
+        """What importing a module runs: every call and decorator outside function bodies (class bodies run too),
+        and whole any other statement at the top level (an if, a loop, an expression)."""
+        found = set()
+        for node in module.tree.body:
+            for executed in _executed_at_import(node):
+                target = executed.func if isinstance(executed, ast.Call) else executed
+                found |= self._names_in(module, target, local_imports={}, local_names=set())
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign,
+                                     ast.AugAssign, ast.Import, ast.ImportFrom)):
+                found |= self._names_in(module, node, local_imports={}, local_names=set())
+        return found
 
     # ------------------------------------------------------------ resolving names
 
@@ -192,7 +194,7 @@ class Library:
             return self._references[qualname]
         if qualname in self.modules:
             info = self.modules[qualname]
-            refs = {m for m in info.imports if m in self.modules} | set(info.import_time)
+            refs = {m for m in info.imports if m in self.modules} | self._import_time(info)
             parent = qualname.rsplit(".", 1)[0]
             if parent != qualname and parent in self.modules:
                 refs.add(parent)  # importing qkv.checks.lesson01 runs qkv/__init__ and qkv/checks/__init__ first
@@ -271,7 +273,7 @@ def _code_cells(notebook_path):
 
 def notebook_uses(notebook_path, library):
     """The qkv names a notebook imports or uses (its imports, and the attributes of imported qkv modules)."""
-    fake = _Module(f"<{notebook_path.name}>", ast.Module(body=[], type_ignores=[]), {}, {}, frozenset(), frozenset())
+    fake = _Module(f"<{notebook_path.name}>", ast.Module(body=[], type_ignores=[]), {}, {}, frozenset())
     uses = set()
     cells = list(_code_cells(notebook_path))
     for _, tree in cells:
