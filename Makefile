@@ -64,7 +64,7 @@ binder-check:
 # build of qkv (no answer to an open lesson), Binder's files, a Makefile and a README for students; its own git
 # repository with one commit. LESSONS: all by default; HANDOUTS (lessons whose reference code ships as-is): none.
 #   make student-edition DEST=folder [LESSONS=01-lookup,02-by-hand] [HANDOUTS=01-lookup]
-student-edition: | $(VENV)/.installed
+student-edition: $(VENV)/.installed
 	@test -n "$(DEST)" || { echo "usage: make student-edition DEST=folder [LESSONS=01-lookup,...] [HANDOUTS=01-lookup,...]"; exit 2; }
 	PYTHONPATH="$(CURDIR)/source_lib:$(CURDIR)/autograde" $(PY) -m qkv_edition.build --dest "$(abspath $(DEST))" \
 	  $(if $(filter command line,$(origin LESSONS)),--lessons "$(LESSONS)") --handouts "$(HANDOUTS)"

@@ -73,6 +73,20 @@ def slugs(rows):
 
 # ---------------------------------------------------------------- building editions (once per module)
 
+def library_of(python):
+    return subprocess.run([str(python), "-c", "import qkv; print(qkv.__file__)"], capture_output=True, text=True,
+                          cwd="/", env={"PATH": os.environ["PATH"]}).stdout.strip()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def this_environment_keeps_its_library():
+    """Nothing here may install into this checkout's environment: its qkv stays this checkout's."""
+    ours = str(ROOT / "source_lib" / "qkv" / "__init__.py")
+    assert library_of(sys.executable) == ours
+    yield
+    assert library_of(sys.executable) == ours, "a test installed another qkv into this checkout's environment"
+
+
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     """The course as a clean clone has it: the files git tracks or would track (nothing ignored: no .venv, no
@@ -94,7 +108,10 @@ def course(tmp_path_factory):
 
 
 def make_edition(course, dest, lessons=None, handouts=None):
-    command = ["make", "--no-print-directory", "-C", str(course), "student-edition", f"DEST={dest}", f"VENV={VENV}"]
+    # with this checkout's environment, taken as it is: `-o` keeps make from installing the copy's library into it
+    # (that environment's editable qkv would then be the copy's, for every process that uses it)
+    command = ["make", "--no-print-directory", "-C", str(course), "-o", f"{VENV}/.installed", "student-edition",
+               f"DEST={dest}", f"VENV={VENV}"]
     command += [f"LESSONS={lessons}"] if lessons is not None else []
     command += [f"HANDOUTS={handouts}"] if handouts is not None else []
     return subprocess.run(command, capture_output=True, text=True, timeout=1800)
@@ -397,10 +414,5 @@ def test_the_editions_make_lab_installs_and_opens_its_first_lesson(edition, borr
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-    # the edition's library is what that environment imports; this checkout's environment is untouched
-    imported = subprocess.run([str(borrowed_venv / "bin" / "python"), "-c", "import qkv; print(qkv.__file__)"],
-                              capture_output=True, text=True, cwd=tmp_path, env={"PATH": os.environ["PATH"]})
-    assert imported.stdout.strip() == str(folder / "source_lib" / "qkv" / "__init__.py"), imported.stderr
-    ours = subprocess.run([sys.executable, "-c", "import qkv; print(qkv.__file__)"], capture_output=True, text=True,
-                          cwd=tmp_path, env={"PATH": os.environ["PATH"]})
-    assert ours.stdout.strip() == str(ROOT / "source_lib" / "qkv" / "__init__.py")
+    # the edition's library is what that environment imports (this checkout's keeps its own: the fixture above)
+    assert library_of(borrowed_venv / "bin" / "python") == str(folder / "source_lib" / "qkv" / "__init__.py")

@@ -300,13 +300,6 @@ class Conflict(NamedTuple):
     path: tuple         # how the lesson reaches it: (what its notebook uses, ..., the function)
 
 
-def withheld(lessons, handouts, references):
-    """The functions a stub replaces in an edition: every graded reference of a lesson that is not a handout, unless
-    a handout grades it too (a handout's reference ships as-is)."""
-    shipped = set().union(*(references[row.slug] for row in handouts))
-    return set().union(*(references[row.slug] for row in lessons if row not in handouts)) - shipped
-
-
 def removed_checks(released, handouts, library):
     """qkv.checks modules an edition leaves out: those of lessons neither released nor handouts (lessonNN and its
     lessonNN_* companions)."""
@@ -318,8 +311,10 @@ def removed_checks(released, handouts, library):
 def conflicts(released, handouts, library, notebooks_folder):
     """For every released lesson, each thing it needs that the edition will not hold whole: a function another
     lesson (not a handout) grades, or the checks of a lesson that is not in the edition."""
+    from qkv_edition.library import withheld_functions  # the student build's own rule of what becomes a stub
+
     references = {row.slug: frozenset(graded_references(row.slug)) for row in qkv.lessons.LESSONS}
-    stubs = withheld(qkv.lessons.LESSONS, handouts, references)
+    stubs = set(withheld_functions(released, handouts))
     missing = removed_checks(released, handouts, library)
     found = []
     for lesson in released:
