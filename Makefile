@@ -8,7 +8,7 @@ export PATH := $(BIN):$(PATH)
 export MPLBACKEND ?= Agg
 LESSONS := $(sort $(notdir $(wildcard solutions/[0-9]*)))
 
-.PHONY: install model lab lab-instructor binder-check student-edition test browser sandbox release grade exchange bench clean-class
+.PHONY: install model lab lab-instructor binder-check student-edition test check lint browser sandbox release grade exchange bench clean-class
 
 # Versions come from environment.yml only: its pip section is the requirements list.
 $(VENV)/.installed: environment.yml source_lib/pyproject.toml
@@ -45,8 +45,22 @@ lab: install
 lab-instructor: install
 	cd autograde && $(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root)
 
-test: install
-	$(PY) -m pytest tests
+# The whole suite, as CI runs it: the linter, then every test on both cores (pytest-xdist, one worker per core;
+# each test module stays on one worker, so a module's graded class is graded once); the 25 slowest tests and
+# set-ups are printed, so that growth shows in every run.
+TEST_WORKERS ?= 2
+test: install lint
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadfile --durations=25
+
+# A developer's edit loop (< 5 min): the linter and the unit tests of the library and the checks. A subset:
+# `make test` is what CI runs.
+CHECK_TESTS := test_checking test_diagnosis test_validation test_library_structure test_lesson_registry \
+  test_checks_declared_once test_self_study test_wire test_threads test_plots
+check: $(VENV)/.installed lint
+	$(PY) -m pytest $(addprefix tests/,$(addsuffix .py,$(CHECK_TESTS))) -n $(TEST_WORKERS) --durations=10
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
 
 # What Binder would build, checked offline: repo2docker (in its own venv) writes the build plan without building;
 # BINDER_DIR=folder checks another repository (a student edition)
