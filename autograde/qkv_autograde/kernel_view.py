@@ -9,6 +9,7 @@ are copied (a .pyc of the real module would carry the withheld code); the view i
 """
 import ast
 import compileall
+import functools
 import importlib
 import os
 import shutil
@@ -58,26 +59,45 @@ def build(lesson, destination=None):
         # the module's own file, a package's __init__.py included, at the same place in the view
         path = os.path.join(destination, os.path.relpath(importlib.import_module(module).__file__, LIBRARY))
         with open(path) as f:
-            tree = ast.parse(f.read())
-        missing = functions - _withhold(tree, module, functions)
+            text, done = replace_functions(f.read(), functions, functools.partial(_withhold, module))
+        missing = functions - done
         if missing:
             raise ValueError(f"GRADED_REFERENCES of {lesson} names {sorted(missing)} in {module}, which has no "
                              f"such top-level function")
         with open(path, "w") as f:
-            f.write(ast.unparse(ast.fix_missing_locations(tree)))
+            f.write(text)
     # compiled once here, from the withheld sources: every kernel would otherwise compile them again (read-only)
     compileall.compile_dir(destination, quiet=1)
     return destination
 
 
-def _withhold(tree, module, functions):
+def _withhold(module, node):
+    message = f"{module}.{node.name} is withheld while this lesson is graded: the exercise is to compute it yourself"
+    return ast.parse("from qkv._withheld import WithheldDuringGrading\n"
+                     f"raise WithheldDuringGrading({message!r})").body
+
+
+def replace_functions(source, functions, body_of):
+    """`source`, a module's text, with the body of each top-level function named in `functions` replaced by
+    `body_of(its def node)` (a list of statements), and the names replaced.
+
+    The rest of the module is kept as written. A replaced function keeps its name and signature, loses its
+    decorators, and takes with it the comments just above it and at the end of its body (they may say how it
+    computes its answer). Used by this view and by the student edition (qkv_edition.library).
+    """
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
     done = set()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name in functions:
-            message = (f"{module}.{node.name} is withheld while this lesson is graded: "
-                       f"the exercise is to compute it yourself")
-            node.body = ast.parse("from qkv._withheld import WithheldDuringGrading\n"
-                                  f"raise WithheldDuringGrading({message!r})").body
-            node.decorator_list = []
-            done.add(node.name)
-    return done
+    for node in reversed(tree.body):  # from the bottom, so the line numbers above stay right
+        if not (isinstance(node, ast.FunctionDef) and node.name in functions):
+            continue
+        start = min([node.lineno] + [decorator.lineno for decorator in node.decorator_list])
+        while start > 1 and lines[start - 2].lstrip().startswith("#"):
+            start -= 1
+        end = node.end_lineno
+        while end < len(lines) and lines[end][:1].isspace() and lines[end].lstrip().startswith("#"):
+            end += 1
+        node.body, node.decorator_list = body_of(node), []
+        lines[start - 1:end] = [ast.unparse(ast.fix_missing_locations(node)) + "\n"]
+        done.add(node.name)
+    return "".join(lines), done

@@ -95,16 +95,26 @@ class Probes:
             if self.cache[position] is not None:
                 yield self.cache[position]
 
-    def _probe(self, first, second):
+    def confirming_inputs(self):
+        """The (args, kwargs) of each input a diagnosis may be confirmed on, in order (None for a move that changes
+        nothing): the inputs the student's function and the reference are called on again."""
+        return [self._input(*source) for source in self.inputs]
+
+    def _input(self, first, second):
         if isinstance(first, tuple):  # given: (args, kwargs)
-            args, kwargs = first, second
-        else:  # (seed, shift whole numbers too): this input, moved a little
-            rng = np.random.default_rng(first)
-            changed = []
-            args = tuple(_perturbed(a, rng, second, changed) for a in self.args)
-            kwargs = {k: _perturbed(v, rng, second, changed) for k, v in self.kwargs.items()}
-            if not changed:
-                return None  # the same input again is no new evidence
+            return first, second
+        # (seed, shift whole numbers too): this input, moved a little
+        rng = np.random.default_rng(first)
+        changed = []
+        args = tuple(_perturbed(a, rng, second, changed) for a in self.args)
+        kwargs = {k: _perturbed(v, rng, second, changed) for k, v in self.kwargs.items()}
+        return (args, kwargs) if changed else None  # the same input again is no new evidence
+
+    def _probe(self, first, second):
+        given = self._input(first, second)
+        if given is None:
+            return None
+        args, kwargs = given
         with np.errstate(all="ignore"):
             try:
                 expected = self.reference_fn(*args, **kwargs)

@@ -70,13 +70,17 @@ def _right_answers(d_k, n_samples, seed):
     return expected, unbiased
 
 
-def _variance_mistake_confirmed(student_fn, index, d_k, n_samples, seed, got):
+def _confirming_seeds(seed):
+    return (seed, seed + 7919, seed + 104729)
+
+
+def _variance_mistake_confirmed(student_fn, index, d_k, n_samples, seed, got, right_answers):
     """True when the student's numbers are mistake `index`'s on two seeds where that mistake differs from
-    the right answer (np.var, ddof 0 or 1) and from every other listed mistake."""
+    the right answer (np.var, ddof 0 or 1, `right_answers` by seed) and from every other listed mistake."""
     evidence = 0
-    for attempt, case_seed in enumerate((seed, seed + 7919, seed + 104729)):
+    for attempt, case_seed in enumerate(_confirming_seeds(seed)):
         mistaken = [fn(d_k, n_samples, np.random.default_rng(case_seed)) for fn, _ in VARIANCE_MISTAKES]
-        if any(close(mistaken[index], right) for right in _right_answers(d_k, n_samples, case_seed)):
+        if any(close(mistaken[index], right) for right in right_answers[case_seed]):
             continue
         if any(close(mistaken[index], other, 1e-4, 1e-6) for i, other in enumerate(mistaken) if i != index):
             continue
@@ -92,14 +96,17 @@ def _variance_mistake_confirmed(student_fn, index, d_k, n_samples, seed, got):
 def compare_variance(student_fn, d_k, n_samples, seed):
     """Same seed, same draw: the student's number must equal the reference's (np.var, ddof 0 or 1)."""
     got = variance_result(student_fn, d_k, n_samples, seed)
-    expected, unbiased = _right_answers(d_k, n_samples, seed)
+    # the right answers on the seeds a diagnosis is confirmed on too, whatever the student answered: the student
+    # edition replays the reference from what it was asked with a right answer (qkv_edition.fixtures)
+    right_answers = {case_seed: _right_answers(d_k, n_samples, case_seed) for case_seed in _confirming_seeds(seed)}
+    expected, unbiased = right_answers[seed]
     if close(got, expected) or close(got, unbiased):
         return got
     shown = _variance_shown(d_k, n_samples, seed)
     for index, (mistake_fn, hint) in enumerate(VARIANCE_MISTAKES):
         mistaken = mistake_fn(d_k, n_samples, np.random.default_rng(seed))
         if (close(got, mistaken, 1e-4, 1e-6)
-                and _variance_mistake_confirmed(student_fn, index, d_k, n_samples, seed, got)):
+                and _variance_mistake_confirmed(student_fn, index, d_k, n_samples, seed, got, right_answers)):
             raise Hint(f"{shown} is wrong: {hint}")
     raise Hint(f"{shown} returned {got:.6g}; drawing q then k from that generator as the docstring says "
                f"gives {expected:.6g}. Check the order of the draws (all of q, then all of k) and their "
