@@ -263,3 +263,60 @@ def test_the_editions_visible_checks_give_todays_verdicts_and_hints(slug, editio
     assert not differences, f"{len(differences)} of {len(jobs)} differ:\n" + "\n".join(differences[:15])
     verdicts = {verdict for verdict, _, _ in today}
     assert "passed" in verdicts and "Hint" in verdicts  # the solution passes; the blank stub and mistakes do not
+
+
+# ---------------------------------------------------------------- a stub, called by hand
+
+STUB_SIDE = r'''
+import inspect, json, sys
+edition, results_path = sys.argv[1:3]
+sys.meta_path[:] = [finder for finder in sys.meta_path if "editable" not in repr(finder).lower()]
+import numpy as np
+import qkv.checks.lesson03
+from qkv import attention, masking, scaling
+from qkv.checking import replay
+assert qkv.__file__.startswith(edition)
+found = {}
+rng = np.random.default_rng(0)
+found["variance"] = scaling.dot_product_variance(16, 2000, rng)
+found["state"] = rng.bit_generator.state
+jacobian = scaling.softmax_jacobian(np.array([0.5, -1.0, 2.0, 0.3]))
+found["jacobian"] = [jacobian.dtype.str, jacobian.flags.writeable, jacobian.tolist()]
+found["same object twice"] = scaling.softmax_jacobian(np.array([0.5, -1.0, 2.0, 0.3])) is jacobian
+moved = np.array([0.5, -1.0, 2.0, 0.3]) * (1 + 4 * np.finfo(float).eps)
+found["moved"] = [scaling.softmax_jacobian(moved).tolist(), replay.APPROXIMATE]
+for name, call in (("unseen", lambda: scaling.entropy(np.array([0.3, 0.7]))),
+                   ("unreleased", lambda: masking.causal_mask(4))):
+    try:
+        call()
+    except replay.NotInThisEdition as error:
+        found[name] = str(error)
+found["signatures"] = {f"{fn.__module__}.{fn.__name__}": str(inspect.signature(fn))
+                       for fn in (scaling.dot_product_variance, scaling.entropy, masking.causal_mask,
+                                  attention.masked_softmax)}
+found["softmax is a handout"] = attention.softmax(np.zeros(2)).tolist()
+json.dump(found, open(results_path, "w"))
+'''
+
+
+def test_a_stub_keeps_its_signature_replays_exactly_and_says_why_it_refuses(editions, tmp_path):
+    import numpy as np
+    from qkv import attention, masking, scaling
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    environment.update(PYTHONPATH=str(editions["03-scaling"]), PYTHONDONTWRITEBYTECODE="1")
+    done = subprocess.run([sys.executable, "-c", STUB_SIDE, str(editions["03-scaling"]), str(tmp_path / "found.json")],
+                          capture_output=True, text=True, env=environment, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads((tmp_path / "found.json").read_text())
+    rng = np.random.default_rng(0)
+    assert found["variance"] == scaling.dot_product_variance(16, 2000, rng)  # the check's own call, exactly
+    assert found["state"] == json.loads(json.dumps(rng.bit_generator.state))  # the generator left where it was
+    expected = scaling.softmax_jacobian(np.array([0.5, -1.0, 2.0, 0.3]))
+    assert found["jacobian"] == [expected.dtype.str, True, expected.tolist()] and not found["same object twice"]
+    assert found["moved"] == [expected.tolist(), ["qkv.scaling.softmax_jacobian"]]  # 4 ulps off: the recorded call
+    assert "`entropy` is an exercise of lesson 03" in found["unseen"] and "write your own" in found["unseen"]
+    assert "lesson 04, which is not released yet" in found["unreleased"]
+    assert found["signatures"] == {f"{fn.__module__}.{fn.__name__}": str(inspect.signature(fn))
+                                   for fn in (scaling.dot_product_variance, scaling.entropy, masking.causal_mask,
+                                              attention.masked_softmax)}
+    assert found["softmax is a handout"] == [0.5, 0.5]
