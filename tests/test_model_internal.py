@@ -130,13 +130,11 @@ def test_the_models_own_attention_gives_the_references_numbers_bit_for_bit(smol,
     T = len(ids)
     x = smol.weights.token_embedding[ids]
     cos, sin = M.rope_angles(T, c.d_head, c.rope_base)
-    out, weights, (k, v) = M.layer_attention(x, layer, c, cos, sin, return_weights=True)
-    q, k_ref, v_ref = M.attention_inputs(x, layer, c, cos, sin)
-    np.testing.assert_array_equal(weights, heads.grouped_query_weights(q, k_ref, causal_mask(T)))
+    out, weights = M.layer_attention(x, layer, c, cos, sin, return_weights=True)
+    q, k, _ = M.attention_inputs(x, layer, c, cos, sin)
+    np.testing.assert_array_equal(weights, heads.grouped_query_weights(q, k, causal_mask(T)))
     by_reference, _ = M.attention_block(x, layer, c, cos, sin, causal_mask(T), heads.grouped_query_attention)
     np.testing.assert_array_equal(out, by_reference)
-    np.testing.assert_array_equal(k, k_ref)
-    np.testing.assert_array_equal(v, v_ref)
     ours = kv_cache.generate_with_cache(smol, ids, 3, return_logits=True)
     theirs = kv_cache.generate_with_cache(smol, ids, 3, attention_step=cost.attention_step,
                                           append_to_cache=cost.append_to_cache, return_logits=True)

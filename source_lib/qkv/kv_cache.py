@@ -71,12 +71,11 @@ def forward_step(model, ids, cache, attention_step=None, append_to_cache=None):
     for layer, layer_cache in zip(params.layers, cache):
         # the caller's append_to_cache gets the cache as given; concatenation keeps it float32, like the model
         layer_cache = tuple(layer_cache) if append else tuple(np.asarray(a, dtype=np.float32) for a in layer_cache)
+        grow = _grower(layer_cache, append, grown)
         if n == 1 and attention_step is not None:
-            attended, _ = attention_block(x, layer, config, cos, sin, None,
-                                          _step_through(attention_step, layer_cache, append, grown))
+            attended, _ = attention_block(x, layer, config, cos, sin, None, _stepping(attention_step, grow))
         else:
-            attended, _, kv = layer_attention(x, layer, config, cos, sin, past=layer_cache, append=append)
-            grown.append(kv)
+            attended, _ = layer_attention(x, layer, config, cos, sin, grow=grow)
         x = x + attended
         x = x + swiglu_mlp(rms_norm(x, layer.ffn_norm, config.rms_eps), layer.W_gate, layer.W_up, layer.W_down)
     return Step(logits=logits_from_hidden(x, params, config), cache=tuple(grown))
@@ -94,16 +93,22 @@ def _checked_append(append_to_cache, config, past, n):
     return append
 
 
-def _step_through(attention_step, layer_cache, append, grown):
-    # one new token's attention for attention_block: the caller's attention_step on the cache grown by its key and
-    # value (with append, or concatenated), the grown cache kept in `grown`
-    def attend(q, k, v, mask):
+def _stepping(attention_step, grow):
+    # -> attention(q, k, v, mask) for attention_block: the caller's attention_step of one new token, on the cache
+    # grown by its key and value; nothing to mask
+    return lambda q, k, v, mask: attention_step(q, *grow(k, v))
+
+
+def _grower(layer_cache, append, grown):
+    # -> grow(k_new, v_new) -> (k, v): one layer's cache grown by the new tokens' keys and values (with the caller's
+    # append, or concatenated), also kept in `grown`
+    def grow(k_new, v_new):
         k_cache, v_cache = layer_cache
-        k_all, v_all = (np.concatenate((k_cache, k), axis=1), np.concatenate((v_cache, v), axis=1)) \
-            if append is None else append(k_cache, v_cache, k, v)
-        grown.append((k_all, v_all))
-        return attention_step(q, k_all, v_all)
-    return attend
+        kv = (np.concatenate((k_cache, k_new), axis=1), np.concatenate((v_cache, v_new), axis=1)) if append is None \
+            else append(k_cache, v_cache, k_new, v_new)
+        grown.append(kv)
+        return kv
+    return grow
 
 
 def generate_with_cache(model, ids_or_text, n_new, attention_step=None, append_to_cache=None, return_logits=False):

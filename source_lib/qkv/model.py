@@ -13,8 +13,8 @@ Weights come from the Q4_1 GGUF that `qkv.fetch` downloads (read by `qkv.gguf_we
 stored here as [d_in, d_out] so every projection reads `x @ W`, like the lessons' W_Q [d_model, d_k].
 The same model with a key/value cache, one new token at a time, is `qkv.kv_cache` (lesson 07).
 
-The attention is the model's own (layer_attention: a whole layer's, from its input x), built on no lesson's
-graded function, so the model runs while those are exercises; a lesson plugs its own in with `attention=`.
+Its attention is its own (layer_attention, a whole layer's from its input x), on no lesson's graded function, so
+it runs while those are exercises; a lesson plugs its own in with `attention=`.
 
     python -m qkv.model          # fetch the GGUF if needed and build its float32 cache (make model)
 """
@@ -86,7 +86,6 @@ class Forward:
     hidden: list[np.ndarray] | None = None  # the residual stream [T, d_model]: the embeddings, then after each layer
 
 
-
 # --------------------------------------------------------------------------- the maths
 
 def rms_norm(x, gain, eps):
@@ -143,22 +142,13 @@ def attention_inputs(x, layer, config, cos, sin):
     return q, k, v
 
 
-def layer_attention(x, layer, config, cos, sin, mask=None, past=None, append=None, return_weights=False):
-    """One layer's whole attention sub-block, the model's own: what forward runs when no attention is given.
-
-    x [n, d_model]: the n newest tokens, at the positions of cos, sin [n, d_head // 2]. past: the keys and
-    values of the tokens before them, (k, v) each [H_kv, T_past, d_head] with RoPE applied, or None (no
-    earlier tokens). mask: bool [n, T_past + n], True where a query may attend a key; None is causal.
-    append(k_past, v_past, k_new, v_new) -> (k, v) grows the keys and values (default: concatenation).
-    -> out [n, d_model], weights [H_q, n, T] or None, (k, v) [H_kv, T, d_head] each; T = T_past + n.
-
-    The query heads that share a key/value head sit side by side, q [H_kv, H_q // H_kv, n, d_head], so each
-    group reads its key/value head by broadcasting, without copies of it.
-    """
+def layer_attention(x, layer, config, cos, sin, mask=None, grow=None, return_weights=False):
+    # x [n, d_model], the n newest tokens (at cos and sin's positions) -> out [n, d_model], weights [H_q, n, T] or
+    # None: the model's own attention sub-block. grow(k, v) -> (k, v) [H_kv, T, d_head] adds the earlier tokens'
+    # keys and values (a KV cache), or None: these n tokens alone; mask bool [n, T], or None: causal. Query heads
+    # that share a key/value head sit side by side, q [H_kv, group, n, d_head], and read it by broadcasting
     q, k, v = attention_inputs(x, layer, config, cos, sin)
-    if past is not None:
-        k, v = (np.concatenate((past[0], k), axis=1), np.concatenate((past[1], v), axis=1)) if append is None \
-            else append(past[0], past[1], k, v)
+    k, v = (k, v) if grow is None else grow(k, v)
     n, (n_kv, T, d) = len(x), k.shape
     mask = np.tri(n, T, T - n, dtype=bool) if mask is None else mask      # query i sits at position T - n + i
     q = q.reshape(n_kv, -1, n, d)                                          # [H_kv, group, n, d]
@@ -168,18 +158,15 @@ def layer_attention(x, layer, config, cos, sin, mask=None, past=None, append=Non
     e = np.exp(scores - np.where(top > -np.inf, top, 0.0))                 # a row with nothing visible: all 0
     total = e.sum(axis=-1, keepdims=True)
     weights = e / np.where(total > 0, total, 1.0)                          # ... and zero weights, never NaN
-    out = weights @ v[:, None]                                             # [H_kv, group, n, d]
-    out = out.reshape(-1, n, d).transpose(1, 0, 2).reshape(n, -1) @ layer.W_o   # heads side by side, [n, d_model]
-    return out, (weights.reshape(-1, n, T) if return_weights else None), (k, v)
+    out = (weights @ v[:, None]).reshape(-1, n, d).transpose(1, 0, 2).reshape(n, -1)   # heads side by side
+    return out @ layer.W_o, weights.reshape(-1, n, T) if return_weights else None
 
 
 def attention_block(x, layer, config, cos, sin, mask, attention=None, return_weights=False):
-    # [T, d_model] -> [T, d_model], and [H_q, T, T] weights or None. attention=None is the model's own
-    # (layer_attention); else attention(q, k, v, mask) -> [H_q, T, d_head] runs in every head's place, and the
-    # weights returned are still the model's own
+    # [T, d_model] -> [T, d_model], and [H_q, T, T] weights or None; attention(q, k, v, mask) -> [H_q, T, d_head]
+    # in every head's place, or None: the model's own (layer_attention). The weights are always the model's own
     if attention is None:
-        out, weights, _ = layer_attention(x, layer, config, cos, sin, mask, return_weights=return_weights)
-        return out, weights
+        return layer_attention(x, layer, config, cos, sin, mask, return_weights=return_weights)
     q, k, v = attention_inputs(x, layer, config, cos, sin)
     out = np.asarray(attention(q, k, v, mask))
     if out.shape != q.shape:
@@ -403,9 +390,8 @@ def main() -> int:
     return 0
 
 
-# The functions forward runs through, as imported: a notebook that replaces one computes with its own, uncached.
-# Its own attention is in this module; heads, attention and masking stay watched because forward(...,
-# attention=qkv.heads.grouped_query_attention) is read from the cache too (model_cache.reference_call).
+# The functions forward runs through, as imported: a notebook that replaces one computes with its own, uncached
+# (heads, attention, masking: forward(..., attention=qkv.heads.grouped_query_attention) is cached too).
 model_cache.watch(*(importlib.import_module(f"qkv.{name}")
                     for name in ("model", "heads", "attention", "masking", "shapes")))
 
