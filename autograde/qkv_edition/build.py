@@ -223,14 +223,14 @@ class Library:
         return {name for name in self.modules if (self.folder / "/".join(name.split(".")[1:]) / "__init__.py").exists()
                 or name == "qkv"}
 
-    def reachable(self, roots, stop=frozenset()):
+    def reachable(self, roots, stop=lambda name: False):
         """Everything reachable from `roots` (dotted name -> how: the chain of names that leads there from a root);
-        the walk does not go through a name in `stop` (it is reached, not followed)."""
+        the walk does not go through a name for which `stop(name)` is true (it is reached, not followed)."""
         how = {root: (root,) for root in roots}
         queue = list(roots)
         while queue:
             name = queue.pop(0)
-            if name in stop:
+            if stop(name):
                 continue
             for ref in sorted(self.references(name)):
                 if ref not in how:
@@ -296,8 +296,14 @@ def notebook_uses(notebook_path, library):
 class Conflict(NamedTuple):
     lesson: object      # the released lesson that needs the function
     function: str       # qkv.attention.softmax
-    owners: tuple       # the lessons, not handouts, that withhold it
+    owners: tuple       # the lessons, not handouts, that withhold it (the lesson itself for its own exercise)
     path: tuple         # how the lesson reaches it: (what its notebook uses, ..., the function)
+
+    @property
+    def own(self):
+        """The lesson's own exercise, reached from its notebook by another way than its checks: no handout can
+        supply it (the lesson would no longer be open)."""
+        return self.owners == (self.lesson,)
 
 
 def removed_checks(released, handouts, library):
@@ -308,9 +314,15 @@ def removed_checks(released, handouts, library):
     return {name for name in library.modules if (m := pattern.match(name)) and m.group(1) not in kept}
 
 
+def _is_checks(name):
+    return name.startswith("qkv.checks.")
+
+
 def conflicts(released, handouts, library, notebooks_folder):
     """For every released lesson, each thing it needs that the edition will not hold whole: a function another
-    lesson (not a handout) grades, or the checks of a lesson that is not in the edition."""
+    lesson (not a handout) withholds, or the checks of a lesson that is not in the edition; and a function of its
+    own exercises that its notebook reaches by another way than its checks (the edition answers only what the
+    checks ask, from their fixtures)."""
     from qkv_edition.library import withheld_functions  # the student build's own rule of what becomes a stub
 
     references = {row.slug: frozenset(graded_references(row.slug)) for row in qkv.lessons.LESSONS}
@@ -318,15 +330,20 @@ def conflicts(released, handouts, library, notebooks_folder):
     missing = removed_checks(released, handouts, library)
     found = []
     for lesson in released:
-        roots = notebook_uses(notebook_of(notebooks_folder, lesson), library)
-        how = library.reachable(sorted(roots), stop=stubs)
-        for function in sorted(set(how) & stubs - references[lesson.slug]):
+        roots = sorted(notebook_uses(notebook_of(notebooks_folder, lesson), library))
+        how = library.reachable(roots, stop=stubs.__contains__)
+        own = references[lesson.slug]
+        for function in sorted(set(how) & stubs - own):
             owners = tuple(row for row in qkv.lessons.LESSONS
                            if row not in handouts and row != lesson and function in references[row.slug])
             found.append(Conflict(lesson, function, owners, how[function]))
         for module in sorted(set(how) & missing):
             number = re.match(r"qkv\.checks\.lesson(\d+)", module).group(1)
             found.append(Conflict(lesson, module, (qkv.lessons.lesson(number),), how[module]))
+        besides_checks = library.reachable([r for r in roots if not _is_checks(r)],
+                                           stop=lambda name: name in stubs or _is_checks(name))
+        for function in sorted(set(besides_checks) & stubs & own):
+            found.append(Conflict(lesson, function, (lesson,), besides_checks[function]))
     return found
 
 
@@ -347,16 +364,24 @@ def refusal(found, released, handouts, still_missing):
                 use += f", which uses {c.path[-1]}"
                 if len(c.path) > 2:
                     use += " (through " + " -> ".join(c.path[1:-1]) + ")"
-            if c.function.startswith("qkv.checks."):
+            if c.own:
+                lines.append(f"  - {use}: an exercise of lesson {lesson.slug} itself, which this edition answers only "
+                             "for its checks. No HANDOUTS can fix this while the lesson is open: the library must let "
+                             f"{c.path[-2] if len(c.path) > 1 else 'the notebook'} run without it (as qkv.model runs "
+                             "without the lessons' graded functions), or the notebook must use the student's own.")
+            elif _is_checks(c.function):
                 lines.append(f"  - {use}: the checks of lesson {_names(c.owners)}, which this edition leaves out.")
             elif len(c.owners) == 1:
                 lines.append(f"  - {use}: an exercise of lesson {c.owners[0].slug}, which is not a handout.")
             else:
                 lines.append(f"  - {use}: an exercise of lessons {_names(c.owners)}, none of them a handout.")
-    # the fewest handouts, earliest lessons first (they close first), that leave nothing missing
+    fixable = [c for c in found if not c.own]
+    if not fixable:
+        return "\n".join(lines)
+    # the fewest handouts, earliest lessons first (they close first), that leave nothing missing that they can fix
     suggested = set(handouts)
     for _ in qkv.lessons.LESSONS:
-        left = still_missing(tuple(sorted(suggested)))
+        left = [c for c in still_missing(tuple(sorted(suggested))) if not c.own]
         if not left:
             break
         for c in left:
@@ -365,7 +390,7 @@ def refusal(found, released, handouts, still_missing):
     added = sorted(suggested - set(handouts))
     lines.append(f"Add {_names(added)} to HANDOUTS (HANDOUTS={','.join(row.slug for row in sorted(suggested))}) "
                  f"once {'that lesson is' if len(added) == 1 else 'those lessons are'} closed: a handout's reference "
-                 f"code ships as-is. Or leave {_names(sorted({c.lesson for c in found}))} out of LESSONS.")
+                 f"code ships as-is. Or leave {_names(sorted({c.lesson for c in fixable}))} out of LESSONS.")
     return "\n".join(lines)
 
 
