@@ -25,8 +25,8 @@ from qkv.checking.calling import call, likely_cause, where  # noqa: F401
 from qkv.checking.memory import call_with_peak_memory, traced_peak  # noqa: F401
 from qkv.checking.validation import expect_array, expect_number  # noqa: F401
 from qkv.checking.diagnosis import EVIDENCE_NEEDED, Probes, certain_diagnosis  # noqa: F401
-from qkv.checking.compare import (SINGLE_PRECISION_SLACK, Check, check_against, check_boolean, close,  # noqa: F401
-                                  mismatch_text)
+from qkv.checking.compare import (SINGLE_PRECISION_SLACK, Check, before_check, check_against, check_boolean,  # noqa: F401
+                                  close, mismatch_text)
 from qkv.checking.questions import (SELF_STUDY_VARIABLE, answer_key, answer_key_folder, answer_tolerance,  # noqa: F401
                                     answered_choice, answered_number, expect_answer, is_right, self_study)
 from qkv.checking.display import install_short_hints

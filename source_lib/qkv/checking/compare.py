@@ -14,9 +14,16 @@ from qkv.checking.validation import expect_array
 SINGLE_PRECISION_SLACK = 1e-4
 
 # Filled only while the instructor records the student edition's fixtures (autograde/qkv_edition/fixtures.py): each
-# is called with (reference_fn, args, kwargs, check) as a check starts, to compute everything a diagnosis may ask
-# for. Empty, and so doing nothing, everywhere else.
+# is called with (reference_fn, args, kwargs, check) as a check starts (`before_check`), to compute everything a
+# diagnosis may ask for. Empty, and so doing nothing, everywhere else.
 RECORDERS = []
+
+
+def before_check(reference_fn, args, kwargs, check):
+    """A check of `reference_fn` on these inputs, read from the Check `check`, starts: tell the RECORDERS. A check
+    that compares by its own code (qkv.checks.lesson06.mask_check) calls it as check_against does."""
+    for recorder in RECORDERS:
+        recorder(reference_fn, args, kwargs, check)
 
 
 def close(a, b, rtol=1e-4, atol=1e-5):
@@ -67,8 +74,7 @@ def check_against(student_fn, reference_fn, args=(), kwargs=None, declared=None,
     """
     check = dataclasses.replace(declared or Check(), **options)
     kwargs = dict(kwargs or {})
-    for recorder in RECORDERS:
-        recorder(reference_fn, args, kwargs, check)
+    before_check(reference_fn, args, kwargs, check)
     name = check.name or getattr(student_fn, "__name__", "your function")
     shown = call_text(name, args, kwargs)
     raw = call(student_fn, *args, name=name, allowed=check.allowed, **kwargs)
@@ -110,8 +116,7 @@ def check_boolean(student_fn, reference_fn, args=(), kwargs=None, declared=None,
     """
     check = dataclasses.replace(declared or Check(), **options)
     kwargs = dict(kwargs or {})
-    for recorder in RECORDERS:
-        recorder(reference_fn, args, kwargs, check)
+    before_check(reference_fn, args, kwargs, check)
     name = check.name or getattr(student_fn, "__name__", "your function")
     shown = call_text(name, args, kwargs)
     raw = call(student_fn, *args, name=name, allowed=check.allowed, **kwargs)

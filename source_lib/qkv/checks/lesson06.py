@@ -7,7 +7,8 @@ import numpy as np
 
 from qkv import sinks as ref_sinks
 from qkv.attention import masked_softmax
-from qkv.checking import Check, Hint, Probes, call, call_text, certain_diagnosis, check_against, expect_array, seal
+from qkv.checking import (Check, Hint, Probes, before_check, call, call_text, certain_diagnosis, check_against,
+                          expect_array, seal)
 from qkv.checks.lesson06_ablation import check_ablation, gqa_inputs
 from qkv.heads import grouped_query_attention
 from qkv.masking import causal_mask
@@ -192,8 +193,8 @@ SLIDING_WINDOW_MASK = Check(name="sliding_window_mask", diagnoses=SLIDING_WINDOW
 def mask_check(student_fn, args, declared=SLIDING_WINDOW_MASK, **options):
     """check_against for a boolean mask, read from `declared` (its fields given as keywords on top)."""
     check = dataclasses.replace(declared, **options)
-    name = check.name
-    shown = call_text(name, args)
+    before_check(ref_sinks.sliding_window_mask, args, {}, check)
+    name, shown = check.name, call_text(check.name, args)
     raw = call(student_fn, *args, name=name)
     expected = ref_sinks.sliding_window_mask(*args)
     got = expect_array(raw, expected.shape, shown)
