@@ -12,6 +12,7 @@ withheld function for something its fixtures do not hold (qkv.checking.replay.MI
 """
 import ast
 import contextlib
+import copy
 import importlib
 import inspect
 import io
@@ -29,7 +30,7 @@ from lessons import RELEASE, grade_id, is_solution, read
 from qkv.checking import REFERENCE_MODULES, Check
 from qkv_edition import fixtures, library
 
-LESSONS = ["01-lookup", "02-by-hand", "03-scaling", "04-masking"]
+LESSONS = [row.slug for row in qkv.lessons.LESSONS]
 
 # Student functions from source text, the same way here and in the edition's Python (so that only the library
 # differs): notebook cells as tests/lessons.student runs them, modules as tests/mutation._exec_copy compiles them.
@@ -166,18 +167,20 @@ def _cells_kit(slug, name, replace=None):
 
 def _mutant_kits(graded):
     """Every mutant tests/mutation.py makes of `graded`, as the source of its mutated module (mutation.mutants,
-    keeping the text)."""
+    keeping the text; each mutant is made on a copy of the module's tree, whose copy of the site is replaced)."""
     module_name, name = graded.rsplit(".", 1)
+    lines = inspect.getsource(importlib.import_module(module_name)).splitlines(keepends=True)
+    tree = mutation._module_tree(module_name)
     for where in (name, *mutation.HELPERS.get(graded, ())):
-        function = next(n for n in mutation._module_tree(module_name).body
-                        if isinstance(n, ast.FunctionDef) and n.name == where)
-        for index, (_node, _make, description) in enumerate(list(mutation._sites(function))):
-            tree = mutation._module_tree(module_name)
-            mutated = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == where)
-            node_again, make_again, _ = list(mutation._sites(mutated))[index]
-            mutation._Replace(node_again, make_again).visit(mutated)
+        function = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == where)
+        start = min([function.lineno] + [d.lineno for d in function.decorator_list]) - 1
+        for node, make, description in list(mutation._sites(function)):
+            copies = {}
+            mutated = copy.deepcopy(function, copies)
+            mutation._Replace(copies[id(node)], make).visit(mutated)
             try:
-                source = ast.unparse(ast.fix_missing_locations(tree))
+                text = ast.unparse(ast.fix_missing_locations(mutated)) + "\n"
+                source = "".join(lines[:start] + [text] + lines[function.end_lineno:])
                 compile(source, "<mutant>", "exec")
             except Exception:
                 continue  # not valid Python: mutation.mutants leaves it out too
@@ -236,17 +239,27 @@ def _payload(jobs):
             "injected": "import numpy as np\n" + inspect.getsource(mutation._hardmax), "jobs": jobs}
 
 
+@contextlib.contextmanager
 def _in_edition(edition, payload, tmp_path):
+    """Runs the jobs in the edition's Python while the body runs here; yields a list filled with its results."""
     (tmp_path / "payload.json").write_text(json.dumps(payload))
     environment = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONSTARTUP")}
     environment.update(PYTHONPATH=str(edition), PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg")
-    done = subprocess.run([sys.executable, "-c", STUDENTS + EDITION_SIDE, str(edition), str(tmp_path / "payload.json"),
-                           str(tmp_path / "results.json")], capture_output=True, text=True, env=environment,
-                          cwd=tmp_path, timeout=1500)
-    assert done.returncode == 0, done.stderr[-5000:]
-    results = json.loads((tmp_path / "results.json").read_text())
-    assert results["qkv"] == str(edition / "qkv" / "__init__.py")
-    return results["results"]
+    results = []
+    with open(tmp_path / "stderr.txt", "w") as stderr:
+        child = subprocess.Popen([sys.executable, "-c", STUDENTS + EDITION_SIDE, str(edition),
+                                  str(tmp_path / "payload.json"), str(tmp_path / "results.json")],
+                                 stdout=subprocess.DEVNULL, stderr=stderr, env=environment, cwd=tmp_path)
+        try:
+            yield results
+            assert child.wait(timeout=1500) == 0, (tmp_path / "stderr.txt").read_text()[-5000:]
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    found = json.loads((tmp_path / "results.json").read_text())
+    assert found["qkv"] == str(edition / "qkv" / "__init__.py")
+    results.extend(found["results"])
 
 
 @pytest.mark.parametrize("slug", LESSONS)
@@ -254,9 +267,9 @@ def test_the_editions_visible_checks_give_todays_verdicts_and_hints(slug, editio
     jobs = jobs_for(slug)
     payload = _payload(jobs)
     here = Students(payload["sources"], payload["reference_modules"], payload["injected"])
-    today = [outcome(getattr(importlib.import_module(job["checks"]), job["check"]),
-                     [here.function(kit) for kit in job["students"]]) for job in jobs]
-    edition = _in_edition(editions[slug], payload, tmp_path)
+    with _in_edition(editions[slug], payload, tmp_path) as edition:  # at the same time as today's, on the other core
+        today = [outcome(getattr(importlib.import_module(job["checks"]), job["check"]),
+                         [here.function(kit) for kit in job["students"]]) for job in jobs]
     differences = [f"{job['label']}:\n  today:   {expected}\n  edition: {got[:3]}" + (
                    f"\n  asked the edition for what it does not hold: {got[3]}" if got[3] else "")
                    for job, expected, got in zip(jobs, today, edition) if got[:3] != expected or got[3]]
