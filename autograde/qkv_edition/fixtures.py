@@ -20,11 +20,16 @@ j and every mistake, to find what it asks only of a wrong answer (slow: each run
 computes, and lesson 03's include a [20000, 20000] product). tests/test_edition_checks.py is the judge: every
 catalogued mistake, mutant and correct variant gets the same hint from the edition.
 
-Calls that cannot be keyed, found in lessons 01-04 and how they are made honest:
-- none is passed a student's function: `check_against` calls the reference with the check's own plain data, and
-  lesson 04's dependence_matrix receives qkv.probes.mixed_readout partials (plain data by name), never the
-  student's attention. A call whose arguments or result qkv.wire_codec cannot encode is listed in
-  `Fixtures.unkeyable` (the edition's build refuses to ship such a lesson rather than guess).
+What a withheld function is given, lesson by lesson (a call qkv.wire_codec cannot encode would be listed in
+`Fixtures.unkeyable`, and the edition's build refuses to ship it rather than guess; none is, in lessons 01-07):
+- `check_against` and `check_boolean` call the reference with the check's own plain data, never with the student's
+  function or answer (the extra checks that read the student's answer are numpy only);
+- callables are qkv functions or partials of them, keyed by name: lesson 04's dependence_matrix gets
+  qkv.probes.mixed_readout partials, lesson 06's occlusion_effects qkv.sinks.toy_*_logprob partials, its ablation
+  check qkv.heads.grouped_query_attention (a handout by then);
+- the student's functions that run inside SmolLM2 (lesson 05's smollm2, lesson 07's generation_with_cache) are
+  given to qkv.model.forward and qkv.kv_cache.generate_with_cache, which are not withheld, and the reference run
+  they are compared with uses the model's own attention, not a withheld function: nothing of the model is recorded.
 """
 import ast
 import contextlib
