@@ -99,6 +99,9 @@ def build_student_library(dest, released, handouts, withheld=None, record=fixtur
         by_module[module][name] = (dotted, owner, tuple(dict.fromkeys(answered.get(dotted, ()))))
     for module, stubs in by_module.items():
         path = target / pathlib.Path(importlib.import_module(module).__file__).relative_to(LIBRARY)
+        for helper, user in private_helpers(path.read_text(encoding="utf-8"), set(stubs)).items():
+            owner = stubs[user][1]
+            stubs[helper] = (f"{module}.{helper}", owner._replace(exercise=False), ())
         text, done = replace_functions(path.read_text(encoding="utf-8"), set(stubs),
                                        lambda node, stubs=stubs: _stub_body(node, *stubs[node.name]))
         if set(stubs) - done:
@@ -106,6 +109,36 @@ def build_student_library(dest, released, handouts, withheld=None, record=fixtur
         path.write_text(text, encoding="utf-8")
     check_imports(target, released)
     return target
+
+
+def private_helpers(source, withheld):
+    """{private function: a withheld function that uses it} for the module `source`'s private top-level functions
+    that only its `withheld` functions use, directly or through each other: they go with them (lesson 03's
+    _jacobian_of_weights is half of softmax_jacobian, lesson 07's _online_softmax_update the heart of chunked
+    attention). Another module never uses them (test_library_structure: no module uses another's private names)."""
+    tree = ast.parse(source)
+    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    private = {name for name in functions if name.startswith("_") and not name.startswith("__")} - set(withheld)
+
+    def used_by(node):
+        return {name.id for name in ast.walk(node) if isinstance(name, ast.Name)} & private
+
+    kept = set().union(*(used_by(node) for node in tree.body
+                         if not (isinstance(node, ast.FunctionDef) and node.name in private | set(withheld))))
+    while True:
+        more = set().union(kept, *(used_by(functions[name]) for name in kept))
+        if more == kept:
+            break
+        kept = more
+    users = {}
+    for name in sorted(withheld & set(functions)):
+        reached, frontier = set(), used_by(functions[name])
+        while frontier - reached:
+            reached |= frontier
+            frontier = set().union(*(used_by(functions[helper]) for helper in reached))
+        for helper in sorted(reached - kept):
+            users.setdefault(helper, name)
+    return users
 
 
 def _stub_body(node, dotted, owner, fixtures):
