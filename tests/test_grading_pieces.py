@@ -14,6 +14,7 @@ import pytest
 from lessons import ROOT, solved_release
 from qkv import heads, wire
 from qkv.checking import REFERENCE_MODULES
+from qkv.lessons import LESSONS as LESSONS_REGISTRY
 
 sys.path.insert(0, str(ROOT / "autograde"))
 from qkv_autograde import kernel_view, preprocessors, sandbox, student_kernel, submissions, verdicts  # noqa: E402
@@ -75,23 +76,37 @@ def test_wire_names_anything_else_as_a_handle_in_the_kernel():
 # ---------------------------------------------------------------- the kernel's view of qkv
 
 def test_kernel_view_withholds_the_lessons_references_and_empties_the_checks(tmp_path):
-    view = kernel_view.build("01-lookup", str(tmp_path / "qkv"))
+    view = kernel_view.build("02-by-hand", str(tmp_path / "qkv"))
     attention = (tmp_path / "qkv" / "attention.py").read_text()
-    assert "WithheldDuringGrading" in attention and "np.exp" not in attention.split("def softmax")[1].split("def ")[0]
-    assert "def dot_scores" in attention
-    assert "WithheldDuringGrading" not in attention.split("def dot_scores")[1].split("\ndef ")[0]
-    assert "GRADED" not in (tmp_path / "qkv" / "checks" / "lesson01.py").read_text()
+    assert "WithheldDuringGrading" in attention and "def softmax" in attention
+    assert "np.exp" not in attention.split("def dot_scores")[1].split("def ")[0]
+    assert "WithheldDuringGrading" not in attention.split("def softmax")[1].split("\ndef ")[0]  # lesson 01's: a tool
+    assert "GRADED" not in (tmp_path / "qkv" / "checks" / "lesson02.py").read_text()
     for compiled in (tmp_path / "qkv").rglob("*.pyc"):  # compiled from the view's sources, never the library's
         assert compiled.stat().st_mtime >= (tmp_path / "qkv" / "attention.py").stat().st_mtime
     probe = subprocess.run([sys.executable, "-c",
                             "import sys; sys.path.insert(0, sys.argv[1]); import qkv.attention as a;"
-                            "import numpy as np; print(a.dot_scores(np.eye(2), np.eye(2)).sum());"
+                            "import numpy as np; print(a.softmax(np.zeros(2)).sum());"
                             # the checking package (the self-check questions) imports in the view
                             "import qkv.checking;"
-                            "a.softmax(np.zeros(2))", str(tmp_path)], capture_output=True, text=True,
+                            "a.dot_scores(np.eye(2), np.eye(2))", str(tmp_path)], capture_output=True, text=True,
                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, cwd=tmp_path)
-    assert probe.stdout.strip() == "2.0" and "withheld while this lesson is graded" in probe.stderr, probe.stderr
+    assert probe.stdout.strip() == "1.0" and "withheld while this lesson is graded" in probe.stderr, probe.stderr
     assert view.endswith("qkv")
+
+
+def test_kernel_view_withholds_every_later_lessons_references(tmp_path):
+    """Issue 34, item 2: later lessons build on earlier ones (exp of lesson 06's log_softmax is lesson 01's softmax),
+    so while lesson 01 is graded every later lesson's graded references are withheld too, each saying whose it is."""
+    kernel_view.build("01-lookup", str(tmp_path / "qkv"))
+    later = {dotted for row in LESSONS_REGISTRY[1:] for dotted in kernel_view.graded_references(row.slug)}
+    assert "qkv.sinks.log_softmax" in later and "qkv.attention.dot_scores" in later
+    probe = subprocess.run([sys.executable, "-c",
+                            "import sys; sys.path.insert(0, sys.argv[1]); import numpy as np, qkv.sinks as s;"
+                            "s.log_softmax(np.zeros((2, 3)))", str(tmp_path)], capture_output=True, text=True,
+                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, cwd=tmp_path)
+    assert "it is an exercise of lesson 06-sinks, which comes later" in probe.stderr, probe.stderr
+    assert set(kernel_view.withheld_while_graded("07-cost")) == set(kernel_view.graded_references("07-cost"))
 
 
 # ---------------------------------------------------------------- staging what students handed in

@@ -1,10 +1,12 @@
 """The `qkv` a student's kernel imports while a lesson is graded: the library minus what would answer the lesson.
 
 A copy of the package in which (1) every reference function the lesson grades (its hidden tests'
-`GRADED_REFERENCES`) raises `WithheldDuringGrading` when called, so no thread, hook or import trick in the
-student's kernel can compute the right answer with it, and (2) the check modules (qkv.checks.*), which hold
+`GRADED_REFERENCES`), and every later lesson's, raises `WithheldDuringGrading` when called, so no thread, hook or
+import trick in the student's kernel can compute the right answer with it (later lessons build on earlier ones:
+`np.exp(qkv.sinks.log_softmax(x))` is lesson 01's softmax), and (2) the check modules (qkv.checks.*), which hold
 right answers and mistake catalogues, are empty shells: the checks run in the grader, not in the kernel.
-Earlier lessons' functions are untouched, so the tools a lesson hands out keep working. No bytecode caches
+Earlier lessons' functions are untouched, so the tools a lesson hands out keep working. What is left is tried as
+the answer to every hidden test by qkv_edition.probe (tests/test_probe.py). No bytecode caches
 are copied (a .pyc of the real module would carry the withheld code); the view is compiled from its own sources.
 """
 import ast
@@ -40,10 +42,22 @@ def graded_references(lesson):
     return tuple(importlib.import_module(lessons.lesson(lesson).hidden_tests).GRADED_REFERENCES)
 
 
+def withheld_while_graded(lesson):
+    """{dotted name: the lesson that grades it} for what the kernel must not compute while `lesson` is graded: its
+    own graded references and every later lesson's (a function two lessons grade is the earlier one's)."""
+    number = lessons.lesson(lesson).number
+    owners = {}
+    for row in reversed(lessons.LESSONS):
+        if row.number >= number:
+            owners.update(dict.fromkeys(graded_references(row.slug), row))
+    return owners
+
+
 def build(lesson, destination=None):
     """Write the kernel's view of qkv for `lesson` and return its folder (a package named qkv)."""
+    owners = withheld_while_graded(lesson)
     withheld = {}
-    for dotted in graded_references(lesson):
+    for dotted in owners:
         module, _, function = dotted.rpartition(".")
         withheld.setdefault(module, set()).add(function)
     destination = destination or os.path.join(tempfile.mkdtemp(prefix=f"qkv-view-{lesson}-"), "qkv")
@@ -59,11 +73,11 @@ def build(lesson, destination=None):
         # the module's own file, a package's __init__.py included, at the same place in the view
         path = os.path.join(destination, os.path.relpath(importlib.import_module(module).__file__, LIBRARY))
         with open(path) as f:
-            text, done = replace_functions(f.read(), functions, functools.partial(_withhold, module))
+            text, done = replace_functions(f.read(), functions, functools.partial(_withhold, module, owners, lesson))
         missing = functions - done
         if missing:
-            raise ValueError(f"GRADED_REFERENCES of {lesson} names {sorted(missing)} in {module}, which has no "
-                             f"such top-level function")
+            raise ValueError(f"GRADED_REFERENCES of {sorted({owners[f'{module}.{name}'].slug for name in missing})} "
+                             f"names {sorted(missing)} in {module}, which has no such top-level function")
         with open(path, "w") as f:
             f.write(text)
     # compiled once here, from the withheld sources: every kernel would otherwise compile them again (read-only)
@@ -71,8 +85,14 @@ def build(lesson, destination=None):
     return destination
 
 
-def _withhold(module, node):
-    message = f"{module}.{node.name} is withheld while this lesson is graded: the exercise is to compute it yourself"
+def _withhold(module, owners, lesson, node):
+    owner = owners[f"{module}.{node.name}"]
+    if owner == lessons.lesson(lesson):
+        message = (f"{module}.{node.name} is withheld while this lesson is graded: the exercise is to compute it "
+                   f"yourself")
+    else:
+        message = (f"{module}.{node.name} is withheld while this lesson is graded: it is an exercise of lesson "
+                   f"{owner.slug}, which comes later")
     return ast.parse("from qkv._withheld import WithheldDuringGrading\n"
                      f"raise WithheldDuringGrading({message!r})").body
 
