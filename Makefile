@@ -8,7 +8,7 @@ export PATH := $(BIN):$(PATH)
 export MPLBACKEND ?= Agg
 LESSONS := $(sort $(notdir $(wildcard solutions/[0-9]*)))
 
-.PHONY: install model lab lab-instructor binder-check student-edition test check lint browser sandbox release grade exchange bench clean-class
+.PHONY: install model lab lab-instructor binder-check student-edition test check lint browser sandbox release grade exchange bench clean-class cluster-certificates
 
 # Versions come from environment.yml only: its pip section is the requirements list.
 $(VENV)/.installed: environment.yml source_lib/pyproject.toml
@@ -92,11 +92,18 @@ sandbox:
 	bash .ci/install-sandbox
 
 # Instructors: one command from an LMS export to grades, feedback, the anomaly report and the item analysis.
-#   make grade LESSON=01-lookup [SUBMISSIONS=export.zip|folder] [JOBS=n] [SCHEDULER=tcp://host:8786] [FORCE=1]
+#   make grade LESSON=01-lookup [SUBMISSIONS=export.zip|folder] [JOBS=n] [SCHEDULER=tls://host:8786] [FORCE=1]
+# A tcp:// SCHEDULER (no authentication: anyone reaching its port can join) is refused unless INSECURE_SCHEDULER=1.
 grade: install
 	@test -n "$(LESSON)" || { echo "usage: make grade LESSON=01-lookup [SUBMISSIONS=...] [ALLOW_OLDER=1] [JOBS=n] [SCHEDULER=...]"; exit 2; }
 	cd autograde && $(PY) -m qkv_autograde $(LESSON) $(if $(SUBMISSIONS),--submissions "$(abspath $(SUBMISSIONS))") \
-	  $(if $(JOBS),--jobs $(JOBS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(FORCE),--force) $(if $(ALLOW_OLDER),--allow-older)
+	  $(if $(JOBS),--jobs $(JOBS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(FORCE),--force) $(if $(ALLOW_OLDER),--allow-older) \
+	  $(if $(filter-out 0,$(INSECURE_SCHEDULER)),--insecure-scheduler)
+
+# Instructors: the course's Dask CA and the scheduler's, workers' and grader's certificates (mutual TLS), into
+# autograde/cluster/ (git-ignored; README, "Thousands of students"). FORCE=1 replaces them, locking out the old ones.
+cluster-certificates: $(VENV)/.installed
+	cd autograde && $(PY) -m qkv_autograde.cluster_security $(if $(FORCE),--force)
 
 # nbgrader's exchange, for a class that hands in through JupyterHub's Assignments tab instead of an LMS: one folder
 # every student can write to, the sticky bit so nobody removes another's files (nbgrader's own set-up advice).

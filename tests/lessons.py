@@ -138,8 +138,9 @@ def _wait_until_serving(process, runtime, token, log_path, deadline):
         time.sleep(0.2)
 
 
+# what a copy of the course leaves out: the class data, and cluster/ (the course's Dask keys: make cluster-certificates)
 CLASS_DATA = ("gradebook.db", "gradebook.db-*", "submitted", "autograded", "feedback", "downloaded", ".staged",
-              "__pycache__", "*.csv", "anomalies-*", "items-*", "history-*")
+              "__pycache__", "*.csv", "anomalies-*", "items-*", "history-*", "cluster")
 
 
 def copy_course(parent):

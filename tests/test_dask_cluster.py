@@ -1,7 +1,11 @@
 """`make grade SCHEDULER=...` on a real Dask cluster, started as README says (a `dask scheduler`, `dask worker`s)
 on loopback, with no PYTHONPATH anywhere: the grader ships its own code to the workers, every submission is graded
 on the cluster (none falls back to the coordinator), and a cluster whose workers cannot grade stops the run with
-the reason instead of letting the coordinator grade the class alone (issue 21, item 8)."""
+the reason instead of letting the coordinator grade the class alone (issue 21, item 8).
+
+The cluster runs on TLS with the course's certificates (`make cluster-certificates`): a worker with them grades, a
+worker without them, with another CA's or speaking plain TCP cannot join, and the grader refuses a plain `tcp://`
+scheduler unless the instructor opts out by name (issue 34, item 6)."""
 import contextlib
 import csv
 import json
@@ -21,8 +25,9 @@ pytest.importorskip("distributed")
 LESSON = "01-lookup"
 BIN = pathlib.Path(sys.executable).parent
 START_SECONDS = 120  # a cold `dask` process on a loaded 2-core machine
-# README's environment without PYTHONPATH: nothing tells the cluster where the grader's code is
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {
+JOIN_SECONDS = 60  # an intruder gives up (--death-timeout 20) and exits well within this
+# README's environment without PYTHONPATH: nothing tells the cluster where the grader's code is, nor any opt-out
+ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "INSECURE_SCHEDULER", "DASK_SCHEDULER")} | {
     "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "MPLBACKEND": "Agg"}
 
 pytestmark = pytest.mark.grading_class
@@ -40,33 +45,59 @@ def _stop(process):
         process.wait()
 
 
+def tls_flags(certificates, role):
+    """README's certificate flags of `dask scheduler` / `dask worker` (role: scheduler, worker)."""
+    return ["--tls-ca-file", str(certificates / "ca.pem"), "--tls-cert", str(certificates / f"{role}.pem"),
+            "--tls-key", str(certificates / f"{role}.key")]
+
+
+def make_certificates(instructor, folder=None):
+    """What `make cluster-certificates` runs (in autograde/); into the course's cluster/ unless `folder`."""
+    where = ["--folder", str(folder)] if folder else []
+    done = subprocess.run([sys.executable, "-m", "qkv_autograde.cluster_security", *where], cwd=instructor, env=ENV,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return pathlib.Path(folder or instructor / "cluster")
+
+
 @contextlib.contextmanager
-def cluster(folder, workers=2, worker_env=None):
-    """A `dask scheduler` and `dask worker` processes on 127.0.0.1, run from `folder` (not the course); yields the
-    scheduler's address once `workers` workers have joined."""
+def cluster(folder, workers=2, worker_env=None, certificates=None):
+    """A `dask scheduler` and `dask worker` processes on 127.0.0.1, run from `folder` (not the course), on TLS with
+    the course's `certificates` (a folder) or else on plain TCP; yields the scheduler's address once `workers`
+    workers have joined."""
     folder.mkdir(parents=True, exist_ok=True)
     address_file = folder / "scheduler.json"
     started = []
+    host = "tls://127.0.0.1" if certificates else "127.0.0.1"
     try:
         with open(folder / "scheduler.log", "w") as log:
             started.append(subprocess.Popen(
-                [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                 "--scheduler-file", str(address_file)], cwd=folder, env=ENV, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True))
+                [str(BIN / "dask"), "scheduler", "--host", host, "--port", "0", "--no-dashboard",
+                 "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(address_file),
+                 *(tls_flags(certificates, "scheduler") if certificates else [])],
+                cwd=folder, env=ENV, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
         for k in range(workers):
             with open(folder / f"worker{k}.log", "w") as log:
                 started.append(subprocess.Popen(
                     [str(BIN / "dask"), "worker", "--scheduler-file", str(address_file), "--host", "127.0.0.1",
                      "--nworkers", "1", "--nthreads", "1", "--no-dashboard",
-                     "--local-directory", str(folder / f"w{k}")],
+                     "--local-directory", str(folder / f"w{k}"),
+                     *(tls_flags(certificates, "worker") if certificates else [])],
                     cwd=folder, env=worker_env or ENV, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-        yield _wait_for(address_file, workers, started, folder)
+        yield _wait_for(address_file, workers, started, folder, certificates)
     finally:
         for process in reversed(started):
             _stop(process)
 
 
-def _wait_for(address_file, workers, started, folder):
+def client_security(certificates):
+    from distributed import Security
+
+    return Security(tls_ca_file=str(certificates / "ca.pem"), tls_client_cert=str(certificates / "client.pem"),
+                    tls_client_key=str(certificates / "client.key"), require_encryption=True) if certificates else None
+
+
+def _wait_for(address_file, workers, started, folder, certificates=None):
     from distributed import Client
 
     deadline = time.monotonic() + START_SECONDS
@@ -76,7 +107,7 @@ def _wait_for(address_file, workers, started, folder):
         time.sleep(0.2)
     time.sleep(0.5)  # the file is written in one go, but give the writer a moment
     address = json.loads(address_file.read_text())["address"]
-    with Client(address, timeout=60) as client:
+    with Client(address, timeout=60, security=client_security(certificates)) as client:
         client.wait_for_workers(workers, timeout=START_SECONDS)
     return address
 
@@ -92,15 +123,63 @@ def a_class(parent):
     return instructor, {student: score for student, (_, score) in students.items()}
 
 
-def make_grade(instructor, address):
-    return subprocess.run([sys.executable, "-m", "qkv_autograde", LESSON, "--scheduler", address], cwd=instructor,
-                          env=ENV, capture_output=True, text=True, timeout=1800)
+def make_grade(instructor, address, *flags, env=None):
+    return subprocess.run([sys.executable, "-m", "qkv_autograde", LESSON, "--scheduler", address, *flags],
+                          cwd=instructor, env=env or ENV, capture_output=True, text=True, timeout=1800)
+
+
+def intruder(folder, name, address, flags=()):
+    """A `dask worker` that tries to join `address` without the course's certificate; gives up after 20 s."""
+    with open(folder / f"{name}.log", "w") as log:
+        return subprocess.Popen(
+            [str(BIN / "dask"), "worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard",
+             "--death-timeout", "20", "--local-directory", str(folder / name), *flags],
+            cwd=folder, env=ENV, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def test_a_cluster_started_as_readme_says_grades_every_submission(tmp_path):
+    """README's secured cluster: the course's certificates, the scheduler and workers on TLS, `make grade` given
+    only the tls:// address. While it grades, three strangers try to join: a worker without a certificate, one with
+    a certificate of another CA, one speaking plain TCP; none is ever registered, and each gives up."""
     instructor, expected = a_class(tmp_path / "course")
-    with cluster(tmp_path / "cluster") as address:
-        done = make_grade(instructor, address)
+    certificates = make_certificates(instructor)
+    stranger = make_certificates(instructor, tmp_path / "stranger-ca")
+    assert sorted(p.name for p in certificates.iterdir()) == sorted(
+        f"{role}.{ext}" for role in ("ca", "scheduler", "worker", "client") for ext in ("pem", "key"))
+    assert all(p.stat().st_mode & 0o077 == 0 for p in certificates.iterdir()), "keys readable by the instructor only"
+    with cluster(tmp_path / "cluster", certificates=certificates) as address:
+        assert address.startswith("tls://127.0.0.1:")
+        tries = tmp_path / "intruders"
+        tries.mkdir()
+        # `make grade SCHEDULER=tls://...`, while the strangers try to join
+        grading = subprocess.Popen([sys.executable, "-m", "qkv_autograde", LESSON, "--scheduler", address],
+                                   cwd=instructor, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   start_new_session=True)
+        intruders = {}
+        try:
+            started = time.monotonic()
+            intruders = {"no certificate": intruder(tries, "none", address),
+                         "another CA's certificate": intruder(tries, "stranger", address,
+                                                              tls_flags(stranger, "worker")),
+                         "plain TCP": intruder(tries, "tcp", address.replace("tls://", "tcp://"))}
+            for name, process in intruders.items():
+                process.wait(timeout=max(1.0, started + JOIN_SECONDS - time.monotonic()))
+                assert process.returncode != 0, f"the worker with {name} ran as if it had joined"
+            gave_up = time.monotonic() - started
+            stdout, stderr = grading.communicate(timeout=1800)
+        finally:
+            for process in [*intruders.values(), grading]:
+                _stop(process)
+        from distributed import Client
+        with Client(address, timeout=30, security=client_security(certificates)) as client:
+            joined = client.scheduler_info(n_workers=-1)["workers"]
+    scheduler_log = (tmp_path / "cluster" / "scheduler.log").read_text()
+    assert len(joined) == 2 and all(w.startswith("tls://") for w in joined), joined
+    assert scheduler_log.count("Register worker") == 2, "only the course's two workers ever registered"
+    assert "TLSV1_ALERT_UNKNOWN_CA" in scheduler_log or "handshake failed" in scheduler_log, scheduler_log[-3000:]
+    assert "certificate verify failed" in (tries / "stranger.log").read_text()
+    print(f"the three intruders gave up {gave_up:.0f} s after they started")
+    done = subprocess.CompletedProcess(grading.args, grading.returncode, stdout, stderr)
     assert done.returncode == 0, done.stderr[-4000:]
     grades = {r["student_id"]: float(r["score"]) for r in csv.DictReader((instructor / "grades.csv").open())
               if r["assignment"] == LESSON}
@@ -110,16 +189,32 @@ def test_a_cluster_started_as_readme_says_grades_every_submission(tmp_path):
     assert all((instructor / "feedback" / s / LESSON / f"{LESSON}.html").exists() for s in expected)
 
 
+def refused(done):
+    return done.returncode != 0 and "refusing the plain-TCP Dask scheduler" in done.stderr
+
+
 def test_a_cluster_that_cannot_grade_stops_the_run_with_the_reason(tmp_path):
+    """On a plain-TCP cluster (the opt-out's path): refused without the opt-out, then, opted out by name, the
+    broken worker stops the run with its reason."""
     instructor, _ = a_class(tmp_path / "course")
+    # a tls:// scheduler without the course's certificates: the grader says which make target writes them
+    done = make_grade(instructor, "tls://127.0.0.1:9")
+    assert done.returncode != 0 and "make cluster-certificates" in done.stderr, done.stderr[-3000:]
     # a worker whose environment is broken: its `qkv` cannot be imported
     broken = tmp_path / "broken" / "qkv"
     broken.mkdir(parents=True)
     (broken / "__init__.py").write_text("raise ImportError('this worker has a broken qkv')\n")
     with cluster(tmp_path / "cluster", workers=1, worker_env=dict(ENV, PYTHONPATH=str(broken.parent))) as address:
+        for plain in (address, address.replace("tcp://", "")):  # Dask takes an address without one for tcp
+            done = make_grade(instructor, plain, env=dict(ENV, INSECURE_SCHEDULER="0"))
+            assert refused(done), done.stderr[-3000:]
+            assert "INSECURE_SCHEDULER=1" in done.stderr and "anyone who can reach its port" in done.stderr
+        assert not (instructor / "autograded").exists() and not (instructor / "grades.csv").exists()
         started = time.monotonic()
-        done = make_grade(instructor, address)
+        done = make_grade(instructor, address, "--insecure-scheduler")  # what make grade INSECURE_SCHEDULER=1 passes
         seconds = time.monotonic() - started
+        by_variable = make_grade(instructor, address, env=dict(ENV, INSECURE_SCHEDULER="1"))
+    assert not refused(by_variable) and "cannot grade 01-lookup" in by_variable.stderr, by_variable.stderr[-3000:]
     assert done.returncode != 0
     assert "cannot grade 01-lookup" in done.stderr, done.stderr[-3000:]
     assert "this worker has a broken qkv" in done.stderr, done.stderr[-3000:]

@@ -1,12 +1,13 @@
 """`make grade LESSON=01-lookup`: from what an instructor downloads to what they upload, in one command.
 
-    python -m qkv_autograde LESSON [--submissions export.zip|folder] [--jobs N] [--scheduler tcp://HOST:8786] [--force]
+    python -m qkv_autograde LESSON [--submissions export.zip|folder] [--jobs N] [--scheduler tls://HOST:8786] [--force]
 
 run in autograde/ (make grade does that). Steps: collect an LMS export into submitted/ (intake.py, with nbgrader's
 zip_collect), grade every pending submission in parallel (parallel.py; locally one worker per core, or on a Dask
-cluster with --scheduler or $DASK_SCHEDULER), write feedback, export grades.csv, and write the anomaly report and
-the item analysis. Rerunning grades only what is missing or half-done; a finished class is a no-op without --force.
-Feedback and the export run nbgrader's own code in processes already running (feedback.py), not as commands.
+cluster with --scheduler or $DASK_SCHEDULER, on TLS with the course's certificates: cluster_security.py), write
+feedback, export grades.csv, and write the anomaly report and the item analysis. Rerunning grades only what is
+missing or half-done; a finished class is a no-op without --force. Feedback and the export run nbgrader's own
+code in processes already running (feedback.py), not as commands.
 """
 import argparse
 import concurrent.futures
@@ -25,7 +26,7 @@ from tqdm import tqdm
 from qkv import threads
 
 from . import feedback as feedback_pages
-from . import bulk_grading, intake, item_analysis, parallel, report, submissions
+from . import bulk_grading, cluster_security, intake, item_analysis, parallel, report, submissions
 from .converter import completely_graded, ensure_in_gradebook
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -75,11 +76,14 @@ class DaskWorkers:
     sees_the_course = False  # remote: no gradebook, no autograded/ folder
     where = "on the cluster"
 
-    def __init__(self, address, lesson, settings=None, wait_seconds=60):
+    def __init__(self, address, lesson, settings=None, wait_seconds=60, insecure=False):
         from dask.distributed import Client
 
+        # before any connection: a plain tcp:// scheduler is refused unless opted out by name
+        security = cluster_security.client_security(address, insecure) if isinstance(address, str) else None
         try:
-            self.client = address if not isinstance(address, str) else Client(address, timeout=30)
+            self.client = (address if not isinstance(address, str)
+                           else Client(address, timeout=30, security=security))
         except (OSError, TimeoutError) as error:
             raise SystemExit(f"qkv grader: could not reach the Dask scheduler at {address} ({error}); start it "
                              f"(`dask scheduler`) or grade without --scheduler") from None
@@ -240,8 +244,12 @@ def _feedback_here(lesson, students, force, bar):
     return failed
 
 
-def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False, out=sys.stdout, allow_older=False):
+def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False, out=sys.stdout, allow_older=False,
+          insecure_scheduler=False):
     os.chdir(HERE)
+    scheduler = scheduler or os.environ.get("DASK_SCHEDULER")
+    if scheduler:  # refused before anything is collected or graded
+        cluster_security.client_security(scheduler, insecure_scheduler)
     warnings.filterwarnings("ignore", module="nbgrader")  # nbgrader's own SQLAlchemy session warnings, not ours
     started = time.monotonic()
     notes = []
@@ -253,9 +261,9 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
     bulk_grading.enable()
     app = _nbgrader_app(lesson, force)
     ensure_in_gradebook(app.coursedir, lesson, app.log)  # the sanitize step below reads the lesson's cells there
-    scheduler = scheduler or os.environ.get("DASK_SCHEDULER")
     settings = parallel.settings_of(app.config)
-    workers = DaskWorkers(scheduler, lesson, settings) if scheduler else LocalWorkers(jobs, lesson, settings)
+    workers = (DaskWorkers(scheduler, lesson, settings, insecure=insecure_scheduler) if scheduler
+               else LocalWorkers(jobs, lesson, settings))
     parallel.PENDING.clear()
     parallel.SANITIZED.clear()
     parallel.MEASUREMENTS.clear()
@@ -315,8 +323,13 @@ def main(argv=None):
     parser.add_argument("--submissions", help="an LMS export (.zip) or a folder of submissions to collect first")
     parser.add_argument("--jobs", type=int, default=None,
                         help=f"local workers (default: one per core, here {default_jobs()})")
-    parser.add_argument("--scheduler", help="a Dask scheduler address (default: $DASK_SCHEDULER; none: local)")
+    parser.add_argument("--scheduler", help="a Dask scheduler address, tls://HOST:8786 with the course's certificates "
+                        "(make cluster-certificates) (default: $DASK_SCHEDULER; none: local)")
+    parser.add_argument("--insecure-scheduler", action="store_true",
+                        help="accept a plain tcp:// scheduler, which anyone who reaches it can join "
+                        f"(or ${cluster_security.OPT_OUT}=1)")
     parser.add_argument("--force", action="store_true", help="grade again what is already graded")
     parser.add_argument("--allow-older", action="store_true", help="let an older copy replace a collected notebook")
     args = parser.parse_args(argv)
-    grade(args.lesson, args.submissions, args.jobs, args.scheduler, args.force, allow_older=args.allow_older)
+    grade(args.lesson, args.submissions, args.jobs, args.scheduler, args.force, allow_older=args.allow_older,
+          insecure_scheduler=args.insecure_scheduler)
