@@ -3,10 +3,11 @@
 Each attacker hands in lesson 01 with a cell that replaces `qkv.wire._answer` in its own kernel, so that the grader
 receives hand-written replies naming `qkv.fetch:os.system` as an object, a function or a partial — replies that,
 decoded by name, would run a command in the grading worker (a marker file outside the sandbox). A fourth student
-prints 40 MiB per call of softmax. The test checks exact grades (an attacker keeps only what it honestly solved;
-the printer's depends on how fast its own kernel prints, and only has to exist),
-that the honest student's grade is untouched, the anomaly named in the report, no marker, and measures the peak
-memory of the grading processes (the kernel's own, under its sandbox's limits, is not counted).
+prints 40 MiB per call of softmax, and is otherwise right. The test checks exact grades (an attacker keeps only what
+it honestly solved; the printer keeps every point: its print is cut, `output truncated` named, and each call still
+judged by what it returns, issue 34.7), that the honest student's grade is untouched, the anomaly named in the
+report, no marker, and measures the peak memory of the grading processes (the kernel's own, under its sandbox's
+limits, is not counted).
 """
 import csv
 import os
@@ -42,7 +43,7 @@ def softmax(*args, **kwargs):
 
 
 def attackers(markers):
-    """{student: (notebook, expected score or None where it depends on the machine's speed, anomaly names)};
+    """{student: (notebook, expected score, anomaly names)};
     `markers` is where a command run in the grader would leave its file."""
     def hostile(reply, honest=("hard_lookup",)):
         notebook = solved_release(LESSON, list(honest))
@@ -56,8 +57,9 @@ def attackers(markers):
         "wirefunction": (hostile({"__function__": "qkv.fetch:os.system"}, honest=()), 0, ["malformed reply"]),
         "wirepartial": (hostile({"__partial__": "qkv.fetch:os.system", "args": [touch + "partial"], "kwargs": {}},
                                 honest=()), 0, ["malformed reply"]),
-        # its score is its kernel's business: printing 40 MiB a call is slow and can exhaust its own memory limit
-        "printer40": (with_cell(solved_release(LESSON), "softmax", PRINTS_40_MIB), None, ["output truncated"]),
+        # cut output, kept verdict: before, the 40 MiB print closed the grader's iopub connection and the answer,
+        # sent on it after the print, was lost with it: softmax scored 0 of its 3
+        "printer40": (with_cell(solved_release(LESSON), "softmax", PRINTS_40_MIB), FULL, ["output truncated"]),
     }
 
 
@@ -150,7 +152,7 @@ def test_no_reply_runs_anything_in_the_grader(graded):
 
 
 def test_attackers_keep_only_what_they_solved_and_the_honest_grade_is_untouched(graded):
-    expected = {s: score for s, (_, score, _) in graded["students"].items() if score is not None}
+    expected = {s: score for s, (_, score, _) in graded["students"].items()}
     assert {s: graded["grades"][s] for s in expected} == pytest.approx(expected)
     assert set(graded["grades"]) == set(graded["students"])  # and every student has a grade
 

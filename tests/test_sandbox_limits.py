@@ -221,10 +221,20 @@ def test_a_message_too_large_for_the_grader_is_dropped_unread_named_and_the_kern
         after = nbformat.v4.new_code_cell("print('heard', answer)")
         assert kernel.run_cell(after, 1) == "ok", after.outputs
         answer = kernel.get("answer")
+        # a call's answer does not travel with what it prints (issue 34.7): a print too large for the grader's
+        # socket, written to the stream the function kept (as a logging handler does, past the kernel's own cut)
+        # costs its connection, not the answer, which comes in the call's execute reply
+        loud = nbformat.v4.new_code_cell(f"import sys\n_out = sys.stdout\ndef loud(x):\n"
+                                         f"    _out.write('y' * {bounded_client.MESSAGE_BYTES + MiB})\n"
+                                         f"    _out.flush()\n    return x + 1")
+        assert kernel.run_cell(loud, 2) == "ok", loud.outputs
+        assert kernel.get("loud")(41) == 42
     assert all(len(o.get("text", "")) < MiB for o in huge.outputs), "the huge print reached the grader"
     assert [o["text"] for o in after.outputs if o.get("output_type") == "stream"] == ["heard 42\n"]
     assert answer == 42
     assert any(name == "output truncated" and "cell 0" in detail for name, detail in kernel.events), kernel.events
+    assert any(name == "output truncated" and "a call from a test" in detail for name, detail in kernel.events), \
+        kernel.events
 
 
 SEES_ITS_OWN_CALL = """

@@ -19,8 +19,6 @@ from qkv import heads, probes, wire
 sys.path.insert(0, str(ROOT / "autograde"))
 from qkv_autograde import student_kernel, verdicts  # noqa: E402
 
-MIME = wire.MIME
-
 
 def _message(msg_type, content):
     return {"msg_type": msg_type, "header": {"msg_type": msg_type, "msg_id": "m"},
@@ -28,7 +26,9 @@ def _message(msg_type, content):
 
 
 def answer_message(text):
-    return _message("display_data", {"data": {MIME: text}, "metadata": {}, "transient": {}})
+    """The execute reply of a call, its answer in the payload (wire.serve): on the shell channel, not with the
+    call's printed output."""
+    return _message("execute_reply", {"status": "ok", "payload": [{"source": wire.ANSWER_PAYLOAD, "answer": text}]})
 
 
 def print_message(text):
@@ -37,7 +37,8 @@ def print_message(text):
 
 class ScriptedClient(student_kernel.BoundedOutputClient):
     """nbclient's output handling, with the kernel replaced by a script: each executed cell receives the next list
-    of messages, delivered one by one to `output` as nbclient delivers iopub messages."""
+    of messages, delivered one by one to `output` as nbclient delivers iopub messages, an execute reply to
+    `take_reply` as nbclient's wait for the reply returns it."""
 
     def __init__(self, replies):
         super().__init__(nbformat.v4.new_notebook(), 1 << 20)
@@ -48,7 +49,10 @@ class ScriptedClient(student_kernel.BoundedOutputClient):
     def execute_cell(self, cell, index, store_history=True):
         self.last_cell = cell
         for message in self.replies.pop(0):
-            self.output(cell.outputs, message, None, index)
+            if message["msg_type"] == "execute_reply":
+                self.take_reply(message)
+            else:
+                self.output(cell.outputs, message, None, index)
         return cell
 
 
@@ -340,3 +344,30 @@ def test_plain_data_still_round_trips_through_the_reply_decoder():
     back = wire.decode_reply(json.loads(wire.encode(values, keep=lambda obj: "h0")))
     assert [type(v) for v in back] == [type(v) for v in values]
     assert back[9].dtype == np.float32 and np.array_equal(back[9], values[9]) and vars(back[13]) == {"d_model": 8}
+
+
+def test_an_answer_the_kernel_would_not_send_is_refused_by_its_length():
+    # wire.serve sends the length of an answer over REPLY_LIMITS.text_chars, not the answer
+    kernel = scripted_kernel([_message("execute_reply", {"status": "ok", "payload": [
+        {"source": wire.ANSWER_PAYLOAD, "oversized": 40 << 20}]})])
+    message = refused(kernel, student_kernel.RemoteFunction(kernel, "softmax", "softmax"), "oversized reply")
+    assert "40 MiB" in message
+
+
+def test_an_answer_sent_with_the_printed_output_is_not_taken():
+    # the answer is the execute reply's; an output claiming to be one is neither an answer nor shown
+    kernel = scripted_kernel([_message("display_data", {"data": {wire.MIME: json.dumps({"value": 1})},
+                                                         "metadata": {}, "transient": {}})])
+    with pytest.raises(student_kernel.KernelDied):
+        student_kernel.RemoteFunction(kernel, "softmax", "softmax")(np.zeros(3))
+    assert kernel.client.last_cell.outputs == []
+
+
+def test_the_kernel_cuts_what_a_call_prints_one_character_past_the_cap(capsys):
+    # wire.serve: a call printing 40 MiB does not spend its time sending what the grader drops; the one character
+    # past the cap tells the grader that it was cut
+    with wire._printing_capped(10):
+        print("y" * 100)
+        print("z" * 100, file=sys.stderr)
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("y" * 11, "")

@@ -30,6 +30,7 @@ class BoundedKernelClient(AsyncKernelClient):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self._monitors = {}  # channel -> (its monitor socket, the same socket read without an event loop)
+        self._dropped = {}   # channel -> disconnections seen by `dropped` and not yet reconnected
         self.request_for_next_cell = None  # a qkv.wire request that the next execute request carries
 
     def execute(self, code, *args, **kwargs):
@@ -81,12 +82,18 @@ class BoundedKernelClient(AsyncKernelClient):
             pass
         return count
 
+    def dropped(self, channel):
+        """Whether `channel`'s connection was dropped since it was last connected: no message will come on it again
+        until reconnect_refused (which still counts the drop)."""
+        self._dropped[channel] = self._dropped.get(channel, 0) + self._disconnections(channel)
+        return self._dropped[channel] > 0
+
     def reconnect_refused(self):
         """Messages refused as too large since the last call (a kernel that stays alive does not otherwise drop its
         connections); each channel that dropped one is connected again, and the kernel's answers heard again."""
         refused = 0
         for channel in self.MONITORED:
-            dropped = self._disconnections(channel)
+            dropped = self._dropped.pop(channel, 0) + self._disconnections(channel)
             if dropped:
                 refused += dropped
                 old = getattr(self, f"_{channel}_channel")

@@ -6,10 +6,12 @@ print loop or a huge answer does not fill the grader's memory. `code_cell`, `not
 cells and outputs the grader writes itself (a call's scratch cell, a replay, the note of a cell not run).
 """
 import json
+from queue import Empty
 
 import nbformat
-from jupyter_core.utils import run_sync
+from jupyter_core.utils import ensure_async, run_sync
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionComplete
 
 from qkv import wire
 
@@ -31,8 +33,12 @@ class BoundedOutputClient(NotebookClient):
     """nbclient with a cap on what one cell may print, applied as each message arrives: a print loop must not fill
     the grader's memory.
 
-    During a call from a test (`answer_chars` set) the kernel's answer, the wire's MIME type, has a budget of its own
-    (wire.REPLY_LIMITS); an answer past it is dropped on arrival and `answer_refused` says how big it was.
+    During a call from a test (`answer_chars` set) the kernel's answer comes in the call's execute reply, on the
+    shell channel (qkv.wire.serve), apart from what the call prints, which comes on iopub: cutting the print, or
+    losing the iopub connection to a message over the socket's limit (bounded_client.py), never drops the answer.
+    The answer has a budget of its own (wire.REPLY_LIMITS): one past it is refused, and `answer_refused` says how
+    big it was. An iopub connection dropped while a cell runs ends the wait for its output (the rest of it, and the
+    kernel's idle status, went with the connection) instead of costing nbclient's iopub_timeout.
 
     Text printed to the same stream with nothing shown in between is one output, as JupyterLab shows it: how the
     kernel happened to cut it into messages depends on when it flushed, and would make two gradings of the same
@@ -45,7 +51,8 @@ class BoundedOutputClient(NotebookClient):
         self.truncated_cells = set()
         self._sizes = {}
         self.answer_chars = None     # set by StudentKernel.request for the length of one call
-        self.answer_refused = None   # characters of an answer (or of all answers) over answer_chars
+        self.answer = None           # the call's answer (JSON text), from its execute reply
+        self.answer_refused = None   # characters of an answer over answer_chars
         self.call_truncated = False  # the call printed more than output_bytes
         self.request = None          # a qkv.wire request for the next cell's execute request to carry
 
@@ -55,11 +62,50 @@ class BoundedOutputClient(NotebookClient):
 
     execute_cell = run_sync(async_execute_cell)
 
+    async def _async_poll_for_reply(self, msg_id, cell, timeout, task_poll_output_msg, task_poll_kernel_alive):
+        reply = await super()._async_poll_for_reply(msg_id, cell, timeout, task_poll_output_msg,
+                                                    task_poll_kernel_alive)
+        self.take_reply(reply)
+        return reply
+
+    async def _async_poll_output_msg(self, parent_msg_id, cell, cell_index):
+        """nbclient's loop over the cell's iopub messages, which also ends when the iopub connection was dropped."""
+        while True:
+            try:
+                msg = await ensure_async(self.kc.iopub_channel.get_msg(timeout=0.1))
+            except Empty:
+                if getattr(self.kc, "dropped", lambda channel: False)("iopub"):
+                    return
+                continue
+            if msg["parent_header"].get("msg_id") == parent_msg_id:
+                try:
+                    self.process_message(msg, cell, cell_index)
+                except CellExecutionComplete:
+                    return
+
+    def take_reply(self, reply):
+        """During a call, its answer from the execute reply's payload (wire.ANSWER_PAYLOAD), within answer_chars."""
+        if self.answer_chars is None or not isinstance(reply, dict):
+            return
+        payload = reply.get("content", {}).get("payload")
+        for entry in payload if isinstance(payload, list) else ():
+            if not isinstance(entry, dict) or entry.get("source") != wire.ANSWER_PAYLOAD:
+                continue
+            answer, oversized = entry.get("answer"), entry.get("oversized")
+            if isinstance(answer, str) and len(answer) <= self.answer_chars:
+                self.answer = answer
+            elif isinstance(answer, str):
+                self.answer_refused = len(answer)
+            elif isinstance(oversized, int) and not isinstance(oversized, bool) and oversized > 0:
+                self.answer_refused = oversized
+            else:
+                self.answer_refused = len(json.dumps(answer, default=str))
+
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})
         data = content.get("data")
         if self.answer_chars is not None and isinstance(data, dict) and wire.MIME in data:
-            return self._answer(outs, msg, display_id, cell_index, data)
+            return None  # a call's answer comes in its reply (take_reply): one sent as an output is not shown
         before = self._sizes.get(cell_index, 0)
         used = before + output_size(content)
         self._sizes[cell_index] = used
@@ -88,17 +134,8 @@ class BoundedOutputClient(NotebookClient):
             return outs[-1]
         return out
 
-    def _answer(self, outs, msg, display_id, cell_index, data):
-        used = self._sizes.get(("answer", cell_index), 0) + output_size(msg.get("content", {}))
-        self._sizes[("answer", cell_index)] = used
-        if used > self.answer_chars or not isinstance(data[wire.MIME], str):
-            self.answer_refused = used
-            return None
-        return super().output(outs, msg, display_id, cell_index)
-
     def forget_output_size(self, cell_index):
         self._sizes.pop(cell_index, None)
-        self._sizes.pop(("answer", cell_index), None)
 
 
 def code_cell(source):

@@ -221,8 +221,10 @@ class StudentKernel:
         client = self.client
         previous = client.output_bytes
         client.output_bytes, client.answer_chars = self.call_output_bytes, wire.REPLY_LIMITS.text_chars
-        client.answer_refused, client.call_truncated = None, False
-        client.request = payload  # sent with the cell's execute request, not in its source
+        client.answer, client.answer_refused, client.call_truncated = None, None, False
+        # sent with the cell's execute request, not in its source; the kernel cuts what the call prints at the cap
+        # too (qkv.wire.serve), which the client keeps whatever the kernel does
+        client.request = {**payload, "printed_chars": self.call_output_bytes}
         try:
             status, limit = self._execute(scratch, self.RPC_INDEX, self.call_seconds, store_history=False)
         finally:
@@ -248,16 +250,14 @@ class StudentKernel:
             raise self._refused(wire.OversizedReply(f"an answer of {client.answer_refused >> 20} MiB (at most "
                                                     f"{wire.REPLY_LIMITS.text_chars >> 20} MiB), dropped on arrival"),
                                 what)
-        answers = [o["data"][wire.MIME] for o in scratch.outputs
-                   if o.get("output_type") == "display_data" and wire.MIME in o.get("data", {})]
-        if not answers:
+        if client.answer is None:  # it comes in the call's execute reply (bounded_output.take_reply)
             errors = [f"{o.get('ename')}: {o.get('evalue')}" for o in scratch.outputs
                       if o.get("output_type") == "error"]
             raise KernelDied("the kernel did not answer the grader's call"
                              + (f" ({errors[-1][:500]})" if errors else "")
                              + "; was qkv or IPython changed by the notebook?")
         try:
-            answer = wire.parse_answer(answers[-1])
+            answer = wire.parse_answer(client.answer)
         except wire.ReplyRefused as error:
             raise self._refused(error, what) from None
         answer["printed"] = printed

@@ -107,20 +107,64 @@ def _checked_error(description):
 
 REQUEST_KEY = "qkv_request"  # where the grader puts a request: the metadata of the execute request running serve
 SERVE_SOURCE = "__import__('qkv.wire', fromlist=['serve']).serve(globals())"  # that cell's whole source
+ANSWER_PAYLOAD = "qkv.wire"  # the `source` of the execute reply's payload entry that carries the answer
 
 
 def serve(namespace):
-    """Run the grader's request that came with this cell's execute request, in the student's kernel, and publish
-    the answer.
+    """Run the grader's request that came with this cell's execute request, in the student's kernel, and give the
+    answer in that request's execute reply.
 
     request: {"op": "call", "target": name or handle id, "args": [...], "kwargs": {...}, "measure": bool}
           or {"op": "get", "name": name}: a global of the notebook, as plain data or a handle.
+
+    The answer travels in the reply's payload (IPython's payload manager), on the shell channel: never with what
+    the call printed, which goes out on iopub and may be cut there. A function that prints 40 MiB a call has its
+    print refused by the grader's socket, and its answer still arrives. An answer longer than the grader accepts
+    (REPLY_LIMITS.text_chars) is not sent: its length is, so that it is refused by name rather than dropped unread.
+    What the call prints is cut here too, past the request's "printed_chars" (the grader's cap, which it keeps
+    either way): such a function does not spend its time sending text the grader drops.
     """
     from IPython import get_ipython
-    from IPython.display import publish_display_data
 
-    request = get_ipython().kernel.get_parent()["metadata"][REQUEST_KEY]
-    publish_display_data({MIME: _answer(request, namespace)})
+    shell = get_ipython()
+    request = shell.kernel.get_parent()["metadata"][REQUEST_KEY]
+    with _printing_capped(request.get("printed_chars")):
+        answer = _answer(request, namespace)
+    entry = {"answer": answer} if len(answer) <= REPLY_LIMITS.text_chars else {"oversized": len(answer)}
+    shell.payload_manager.write_payload({"source": ANSWER_PAYLOAD, **entry})
+
+
+class _CappedStream:
+    """sys.stdout or sys.stderr during a call: passes on what is printed while the budget it shares with the other
+    lasts, then drops the rest; the budget is one character over the grader's cap, so the grader sees the cap passed
+    and names the cut (`output truncated`)."""
+
+    def __init__(self, stream, budget):
+        self._stream, self._budget = stream, budget
+
+    def write(self, text):
+        if not isinstance(text, str):
+            return self._stream.write(text)  # the stream's own error
+        if self._budget[0] > 0:
+            self._stream.write(text[:self._budget[0]])
+        self._budget[0] -= min(len(text), max(self._budget[0], 0))
+        return len(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _printing_capped(chars):
+    if not isinstance(chars, int) or isinstance(chars, bool) or chars < 0:
+        yield
+        return
+    import sys
+
+    budget = [chars + 1]
+    with (contextlib.redirect_stdout(_CappedStream(sys.stdout, budget)),
+          contextlib.redirect_stderr(_CappedStream(sys.stderr, budget))):
+        yield
 
 
 def _keep(obj):
