@@ -3,9 +3,10 @@
 (a) A folder holding lesson 01's kernel view of qkv (its graded references withheld) with two of lesson 01's
 references planted under other names, one a top-level function, one inside a module-level list: the probe names
 exactly those two, each for its own exercise, and nothing else of the ~300 functions it tries.
-(b) The grader's kernel view for lesson 01 itself (issue 34): what passes today. Nothing the view holds answers an
-exercise by itself; a student's composition of a later lesson's function still does (issue 34, item 2).
-One probe run per folder, shared by the tests (each takes about 20 s).
+(b) The grader's kernel view for lesson 01 itself (issue 34): nothing the view holds answers an exercise by itself,
+and a student's composition of a later lesson's function does not either (issue 34, item 2: the view withholds
+every later lesson's graded references). One probe run per folder, shared by the tests (each takes about 20 s).
+(c) Every other lesson's kernel view, probed the same way: nothing answers, but the tool issue 33 hands to lesson 07.
 """
 import inspect
 import os
@@ -15,6 +16,7 @@ import textwrap
 import pytest
 
 from qkv import attention, lookup
+from qkv.lessons import LESSONS
 from qkv_autograde import kernel_view, sandbox
 from qkv_edition import probe
 
@@ -121,6 +123,24 @@ def test_the_kernel_view_answers_no_composition_of_a_later_lesson(view):
     references only)."""
     _, report = view
     assert probe.Passing("pasted.softmax", LESSON, "softmax") not in report.passing
+
+
+# What a later lesson may build on (issue 33, item 2): "lesson 07's `attention_step` may call lesson 05's grouped-query
+# attention", lesson 05 being an earlier lesson whose functions stay in lesson 07's view as its tools.
+HANDED_OUT = {probe.Passing("qkv.heads.grouped_query_attention", "07-cost", "attention_step"),
+              probe.Passing("qkv.heads.grouped_query_attention", "07-cost", "generation_with_cache as attention_step")}
+
+
+@pytest.mark.parametrize("lesson", [row.slug for row in LESSONS[1:]])
+def test_no_lessons_kernel_view_answers_one_of_its_exercises(lesson, tmp_path):
+    """Issue 34, item 2: what the grading kernel withholds (kernel_view.withheld_while_graded) is held to this probe
+    rather than to a hand list: while lesson N is graded, no function of the view whose parameters fit passes one of
+    lesson N's hidden tests (lesson 01 is `view` above), except an earlier lesson's tool that the issue hands out."""
+    kernel_view.build(lesson, str(tmp_path / "qkv"))
+    report = probe.run(str(tmp_path), [lesson])
+    assert report.qkv_file.startswith(os.path.realpath(tmp_path) + os.sep)
+    assert all(count > 0 for count in report.tried.values()), report.tried
+    assert set(report.passing) - HANDED_OUT == set(), report.passing
 
 
 def test_the_command_prints_what_passes_and_fails_when_anything_does(planted, monkeypatch, capsys):
