@@ -83,6 +83,64 @@ def exploding():
     return nb
 
 
+# Copying (issue 34.4): one student pastes the course's references, two hand in one answer between them
+PASTED = {"hard_lookup": "qkv.lookup.hard_lookup", "softmax": "qkv.attention.softmax",
+          "soft_lookup": "qkv.lookup.soft_lookup",
+          "soft_lookup_by_temperature": "qkv.lookup.soft_lookup_by_temperature"}
+SHARED_ANSWER = {
+    "hard_lookup": """def hard_lookup(query, keys, values):
+    table = {tuple(k): v for k, v in zip(np.asarray(keys).tolist(), values)}
+    try:
+        return table[tuple(np.asarray(query).tolist())]
+    except KeyError:
+        raise KeyError(f"no key equals {list(query)} </pre><script>alert(1)</script>") from None
+""",
+    "softmax": """def softmax(x, axis=-1):
+    x = np.moveaxis(np.array(x, dtype=float), axis, -1)
+    out = np.empty_like(x)
+    for index in np.ndindex(x.shape[:-1]):
+        row = x[index]
+        e = [np.exp(v - max(row)) for v in row]
+        out[index] = [v / sum(e) for v in e]
+    return np.moveaxis(out, -1, axis)
+""",
+    "soft_lookup": """def soft_lookup(query, keys, values, temperature=1.0):
+    scores = np.array([sum(k_i * q_i for k_i, q_i in zip(k, query)) for k in keys]) / temperature
+    w = softmax(scores)
+    out = np.zeros(len(values[0]))
+    for weight, value in zip(w, values):
+        out += weight * np.asarray(value)
+    return w, out
+""",
+}
+
+
+def pasted_references():
+    import importlib
+    import inspect
+
+    nb = solved_release(LESSON)
+    for cell in nb.cells:
+        if grade_id(cell) in PASTED:
+            module, _, name = PASTED[grade_id(cell)].rpartition(".")
+            module = importlib.import_module(module)
+            helpers = "".join(inspect.getsource(getattr(module, n)) for n in getattr(module, name).__code__.co_names
+                              if n.startswith("_check"))
+            cell.source = ("from qkv.shapes import as_float_array, require\n"  # a reference comes with its helpers
+                           + (helpers + inspect.getsource(getattr(module, name))).replace("    ", "  "))
+    return nb
+
+
+def shared_answer(renamed):
+    nb = solved_release(LESSON)
+    for cell in nb.cells:
+        if grade_id(cell) in SHARED_ANSWER:
+            source = SHARED_ANSWER[grade_id(cell)]
+            cell.source = source.replace("out", "result").replace("row", "r") if renamed else source
+            cell.source = ("# my own work\n" if renamed else "") + cell.source
+    return nb
+
+
 # student -> (notebook, exact score or None for "no row: refused", anomaly the report must name)
 CLASS = {
     "ada": (lambda: solved_release(LESSON), FULL, None),
@@ -91,6 +149,9 @@ CLASS = {
     "absurd": (absurd_metadata, HALF, "corrupt metadata"),
     "boom": (exploding, 0.0, "grading error"),
     NEWLINE_ID: (lambda: solved_release(LESSON), None, "refused student id"),
+    "paster": (pasted_references, FULL, "copied from the course reference"),
+    "copier1": (lambda: shared_answer(False), FULL, "answers match a classmate's"),
+    "copier2": (lambda: shared_answer(True), FULL, "answers match a classmate's"),
 }
 
 
@@ -161,3 +222,21 @@ def test_a_rerun_completes_and_changes_nothing(graded):
     rows = {r["student_id"]: float(r["score"]) for r in
             csv.DictReader((graded["instructor"] / "grades.csv").open()) if r["assignment"] == LESSON}
     assert rows == graded["grades"]
+
+
+def test_copying_is_named_with_the_matching_lines_and_changes_no_score(graded):
+    """Issue 34.4: a pasted reference and two students with one answer between them are named, with whom and the
+    lines side by side (escaped); the honest students are not; the items page shows the class's similarity."""
+    assert graded["first"].returncode == 0, graded["first"].stderr[-4000:]
+    report = graded["report"]
+    copied = [d for d in report["paster"]["details"].split(" | ") if d.startswith("copied from the course reference")]
+    assert {d.split(": ")[1] for d in copied} == set(PASTED), copied
+    assert "copier2" in report["copier1"]["details"] and "copier1" in report["copier2"]["details"]
+    for student in ("ada", "dup", "reflag", "absurd", "boom"):
+        assert "copied" not in report[student]["anomalies"] and "classmate" not in report[student]["anomalies"], \
+            report[student]
+    page = (graded["instructor"] / f"anomalies-{LESSON}.html").read_text()
+    assert "<table class=pair>" in page and "np.moveaxis" in page
+    assert "<script>" not in page and "&lt;/pre&gt;&lt;script&gt;" in page
+    if graded["route"] == "make grade":
+        assert "Similarity between students" in (graded["instructor"] / f"items-{LESSON}.html").read_text()

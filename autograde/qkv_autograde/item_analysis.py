@@ -26,6 +26,8 @@ import nbformat
 import numpy as np
 from nbgrader.api import Gradebook, MissingEntry
 
+from . import similarity
+
 FAILS = 0.10          # passed by fewer than this share: nearly everyone fails
 PASSES = 0.95         # passed by more than this share: nearly everyone passes
 MIN_FOR_FLAGS = 2     # one submission says nothing about an item
@@ -72,7 +74,8 @@ def _failure_lines(course_root, lesson, student, notebook, autograded="autograde
 
 def analyse(course_root, db_url, lesson):
     """The numbers of the page: {"lesson", "students", "totals", "max_total", "items": [...], "missing"}."""
-    result = {"lesson": lesson, "students": [], "totals": [], "max_total": 0.0, "items": [], "missing": False}
+    result = {"lesson": lesson, "students": [], "totals": [], "max_total": 0.0, "items": [], "missing": False,
+              "similarities": []}
     if db_url.startswith("sqlite:///") and not os.path.exists(db_url[len("sqlite:///"):]):
         result["missing"] = True  # opening it would create an empty gradebook
         return result
@@ -121,6 +124,10 @@ def analyse(course_root, db_url, lesson):
             "pass_share": share, "mean": float(np.mean(item)) if item else None, "discrimination": r,
             "hints": hints.most_common(HINTS_SHOWN), "failures_without_hint": len(failed) - sum(hints.values()),
             "flags": flags})
+    try:  # the class's similarity distribution (similarity.py); a failure of its own leaves the rest of the page
+        result["similarities"] = similarity.class_report(course_root, lesson)[1]
+    except Exception:
+        pass
     return result
 
 
@@ -172,6 +179,33 @@ def pass_share_png(items):
     return _png(figure)
 
 
+def similarity_png(similarities):
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(6, 3))
+    axes = figure.add_subplot()
+    axes.hist(similarities, bins=np.linspace(0, 1, 21), color="#4c72b0", edgecolor="white")
+    axes.set_yscale("symlog")
+    axes.axvline(similarity.PAIR_SHARE, color="grey", linestyle=":", linewidth=1)
+    axes.set_xlabel("share of the smaller answer set held by both (uncommon code only)")
+    axes.set_ylabel("pairs of students")
+    axes.set_title(f"similarity of every pair, {len(similarities)} pairs")
+    return _png(figure)
+
+
+def _similarity_section(similarities):
+    if not similarities:
+        return ""
+    fence = similarity.far_out_fence(similarities)
+    return f"""<h2>Similarity between students</h2>
+<p>For every pair of students, the share of the smaller one's answer fingerprints that both hold, counting only code
+that at most {similarity.common_limit(round((1 + (1 + 8 * len(similarities)) ** 0.5) / 2))} students of the class
+wrote (what many write is no evidence) and nothing the release gives. The class's norm: {100 * fence:.0f}% (upper
+quartile plus three interquartile ranges); pairs above it and above {100 * similarity.PAIR_SHARE:.0f}% (dotted) are
+named in the anomaly report as `{similarity.CLASSMATE}`.</p>
+<img alt="histogram of pair similarities" src="data:image/png;base64,{similarity_png(similarities)}">"""
+
+
 def _shown(value, digits=2):
     return "—" if value is None else f"{value:.{digits}f}"
 
@@ -213,6 +247,7 @@ those who do not, negative usually means the test or its hint is wrong (— when
 Flagged: passed by fewer than {100 * FAILS:.0f}% or more than {100 * PASSES:.0f}%, or negative discrimination.</p>
 <img alt="histogram of total scores" src="data:image/png;base64,{histogram_png(result['totals'], result['max_total'])}">
 <img alt="pass share per test cell" src="data:image/png;base64,{pass_share_png(items)}">
+{_similarity_section(result.get("similarities"))}
 <table><tr><th>notebook</th><th>test cell</th><th>points</th><th>pass</th><th>mean</th><th>discrimination</th>
 <th>commonest hints among failures</th><th>flags</th></tr>{''.join(rows)}</table>"""
 

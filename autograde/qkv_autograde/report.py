@@ -11,11 +11,12 @@ for every notebook graded since (score, anomaly names, the notebook's sha256).
 """
 import html
 import os
+import sys
 
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 
-from . import hand_scores, history
+from . import hand_scores, history, similarity
 from .exports import write_csv
 
 
@@ -30,6 +31,7 @@ def rows(course_root, db_url, lesson, staged, autograded="autograded", extra=Non
     extra = extra or {}
     past = history.read(course_root, lesson)
     earlier = history.notes_by_student(past)
+    copying = _copying(course_root, lesson, autograded)
     found = {}
     for entry in staged:
         found.setdefault((entry.student, entry.notebook), list(entry.anomalies))
@@ -50,6 +52,7 @@ def rows(course_root, db_url, lesson, staged, autograded="autograded", extra=Non
                 else:
                     graded = {"time": f"{os.stat(path).st_mtime_ns}",
                               "anomalies": [a.get("name") for a in meta.get("anomalies", []) if isinstance(a, dict)]}
+                notes += copying.get(student, [])
             elif notebook and not any(a["name"] == "missing notebook" for a in notes):
                 notes.append({"name": "not graded", "detail": "grading stopped with an error: see nbgrader's log"})
             # every round's notes (this run's intake notes among them, in the history already), then the rest
@@ -69,6 +72,26 @@ def rows(course_root, db_url, lesson, staged, autograded="autograded", extra=Non
             yield {"student": student, "notebook": notebook, "score": score, "max_score": max_score,
                    "anomalies": notes, "collected": history.collections_of(past, student, notebook),
                    "graded": graded}
+
+
+def _copying(course_root, lesson, autograded):
+    """{student: [copying anomaly]} (similarity.py): it flags only, so a failure of its own never stops the report."""
+    try:
+        return similarity.class_report(course_root, lesson, autograded)[0]
+    except Exception as error:
+        print(f"qkv grader: copy detection failed ({type(error).__name__}: {error}); the report has no copying rows",
+              file=sys.stderr)
+        return {}
+
+
+def _evidence(note):
+    """The matching lines of a copying anomaly, side by side."""
+    def side(lines):
+        return html.escape("\n".join(f"{n:4d}  {text}" for n, text in lines))
+
+    return "".join(f"<table class=pair><tr><th>{html.escape(e['left_title'])}</th><th>{html.escape(e['right_title'])}"
+                   f"</th></tr><tr><td><pre>{side(e['left'])}</pre></td><td><pre>{side(e['right'])}</pre></td></tr>"
+                   f"</table>" for e in note.get("evidence", [])[:similarity.MAX_LINES_SHOWN])
 
 
 def record_gradings(course_root, lesson, table, submitted="submitted"):
@@ -104,12 +127,13 @@ def write(course_root, db_url, lesson, staged, extra=None):
         f"<tr{' class=flag' if r['anomalies'] else ''}><td>{html.escape(r['student'] or '(the export)')}</td>"
         f"<td>{html.escape(r['notebook'])}</td><td>{r['score']}</td><td>{r['max_score']}</td><td><ul>"
         + "".join(f"<li><b>{html.escape(a['name'])}</b>: {html.escape(a['detail'])}"
-                  f"<small>{html.escape(_round_of(a))}</small></li>" for a in r["anomalies"])
+                  f"<small>{html.escape(_round_of(a))}</small>{_evidence(a)}</li>" for a in r["anomalies"])
         + "</ul></td><td><ul>" + "".join(f"<li>{html.escape(c)}</li>" for c in r["collected"])
         + "</ul></td></tr>" for r in table)
     with open(base + ".html", "w") as f:
         f.write(f"""<!doctype html><meta charset=utf-8><title>qkv grading anomalies: {html.escape(lesson)}</title>
-<style>body{{font-family:sans-serif}} td{{vertical-align:top;padding:4px 8px}} tr.flag{{background:#fff3cd}}</style>
+<style>body{{font-family:sans-serif}} td{{vertical-align:top;padding:4px 8px}} tr.flag{{background:#fff3cd}}
+table.pair td{{border:1px solid #ccc}} table.pair pre{{margin:0;font-size:85%}}</style>
 <h1>{html.escape(lesson)}: {len(table)} submissions, {flagged} with anomalies</h1>
 <p>Read every highlighted row before releasing grades: a timeout, a dead kernel, a refused folder or an edited
 locked cell means the score may not be what the student earned.</p>
