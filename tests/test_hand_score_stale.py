@@ -1,7 +1,8 @@
 """A hand score follows the answer it was given for (issue 21.4): a student hand-graded 2/2 on lesson 01's written
 answer who resubmits keeps the score without a word when the answer is the same, and is flagged `hand score stale`
 (report and anomaly page, `needs_manual_grade` again so formgrader lists it) when it changed; once the instructor
-grades it again the flag is gone. Through `make grade` (python -m qkv_autograde) and the stock `nbgrader autograde`.
+grades it again the flag is gone. The answer is what formgrader shows of it (issue 34.3): the same text with another
+image attached is another answer. Through `make grade` (python -m qkv_autograde) and the stock `nbgrader autograde`.
 """
 import csv
 import os
@@ -27,6 +28,18 @@ ROUTES = {"make grade": [sys.executable, "-m", "qkv_autograde", LESSON, "--jobs"
 
 def env():
     return dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", MPLBACKEND="Agg")
+
+
+SKETCH = "The trophy is too big, as my sketch shows:\n\n![sketch](attachment:sketch.png)"
+RED, BLUE = "iVBORw0KGgpyZWQ=", "iVBORw0KGgpibHVl"  # base64 of the two images, each a PNG signature and a colour
+
+
+def with_sketch(nb, image):
+    """`nb` with its written answer the same text over an attached image."""
+    for cell in nb.cells:
+        if grade_id(cell) == WRITTEN:
+            cell.source, cell.attachments = SKETCH, {"sketch.png": {"image/png": image}}
+    return nb
 
 
 def resubmitted(written=None, note="# handed in again\n"):
@@ -83,14 +96,17 @@ def test_a_changed_answer_flags_its_hand_score_until_graded_again(tmp_path, rout
                    check=True, capture_output=True)
     for student in ("same", "changed"):
         hand_in(instructor, LESSON, student, solved_release(LESSON))
+    hand_in(instructor, LESSON, "swapped", with_sketch(solved_release(LESSON), RED))
     grade(instructor, route)
-    for student in ("same", "changed"):
+    for student in ("same", "changed", "swapped"):
         hand_grade(instructor, student, 2.0)
 
-    # both resubmit a new notebook (a newer time, so both are graded again); only one rewrote the written answer
+    # all resubmit a new notebook (a newer time, so all are graded again); one rewrote the written answer, one kept
+    # its text and attached another image
     hand_in(instructor, LESSON, "same", resubmitted())
     hand_in(instructor, LESSON, "changed", resubmitted("The trophy, because it is the thing that is too big."))
-    for student in ("same", "changed"):
+    hand_in(instructor, LESSON, "swapped", with_sketch(resubmitted(), BLUE))
+    for student in ("same", "changed", "swapped"):
         (instructor / "submitted" / student / LESSON / "timestamp.txt").write_text("2026-11-30 09:00:00.000000 UTC")
     rows = grade(instructor, route)
     assert "hand score stale" not in rows["same"]["anomalies"], rows["same"]
@@ -98,18 +114,22 @@ def test_a_changed_answer_flags_its_hand_score_until_graded_again(tmp_path, rout
     assert (f"hand score stale: {WRITTEN} (2.0 points): the answer changed since it was hand-graded; grade it again "
             "in formgrader") in rows["changed"]["details"]
     assert "hand score stale" in (instructor / f"anomalies-{LESSON}.html").read_text()
-    # formgrader lists exactly the stale one; the score stays until the instructor changes it, as nbgrader keeps it
-    assert written_grade(instructor, "changed") == (2.0, True)
+    # the same text over another image: another answer (before, the hash covered the text only and kept the score)
+    assert (f"hand score stale: {WRITTEN} (2.0 points): the answer changed since it was hand-graded; grade it again "
+            "in formgrader") in rows["swapped"]["details"]
+    # formgrader lists exactly the stale ones; the score stays until the instructor changes it, as nbgrader keeps it
+    assert written_grade(instructor, "changed") == written_grade(instructor, "swapped") == (2.0, True)
     assert written_grade(instructor, "same") == (2.0, False)
     graded = {r["student_id"]: float(r["score"]) for r in csv.DictReader((instructor / "grades.csv").open())}
-    assert graded["changed"] == graded["same"] == 15.0
+    assert graded["changed"] == graded["same"] == graded["swapped"] == 15.0
 
     # a run with nothing new keeps the flag; the instructor grades the new answer (the same score, saved again)
     assert "hand score stale" in grade(instructor, route)["changed"]["anomalies"]
     hand_grade(instructor, "changed", 2.0)
+    hand_grade(instructor, "swapped", 2.0)
     rows = grade(instructor, route)
-    assert "hand score stale" not in rows["changed"]["anomalies"] + rows["same"]["anomalies"], rows
-    assert written_grade(instructor, "changed") == (2.0, False)
+    assert "hand score stale" not in "".join(rows[s]["anomalies"] for s in ("same", "changed", "swapped")), rows
+    assert written_grade(instructor, "changed") == written_grade(instructor, "swapped") == (2.0, False)
     records = history.read(instructor, LESSON)
     given = history.hand_scores_given(records, "changed", LESSON)[WRITTEN]
     assert given["sha256"] == history.latest_answers(records, "changed", LESSON)[WRITTEN]
@@ -155,3 +175,30 @@ def test_the_answers_are_the_hand_graded_cells_sources():
     assert sorted(answers) == ["t", "w"] and answers["w"] == hand_scores.sha256_of_text("mine")
     nb.cells[-1].source = "done, and more"
     assert hand_scores.answers_of(nb)["t"] != answers["t"] and hand_scores.answers_of(nb)["w"] == answers["w"]
+
+
+def test_the_answer_is_what_formgrader_shows_of_the_cell():
+    """Attachments of a written answer, outputs of a code answer with points (not their execution counts), and of
+    the cells below a task; a cell with neither hashes as its source, as it did before they counted."""
+    new = nbformat.v4
+    written = {"nbgrader": {"grade": True, "solution": True, "grade_id": "w"}}
+    coded = {"nbgrader": {"grade": True, "solution": True, "grade_id": "c"}}
+    task = {"nbgrader": {"task": True, "grade_id": "t", "points": 1}}
+
+    def notebook(image=None, output="0.5\n", count=1):
+        nb = new.new_notebook()
+        nb.cells = [new.new_markdown_cell(SKETCH, metadata=written),
+                    new.new_code_cell("print(0.5)", metadata=coded, execution_count=count,
+                                      outputs=[new.new_output("stream", name="stdout", text=output)]),
+                    new.new_markdown_cell("Plot it.", metadata=task), new.new_markdown_cell("my plot")]
+        if image:
+            nb.cells[0].attachments = nb.cells[3].attachments = {"sketch.png": {"image/png": image}}
+        return nb
+
+    plain, red = hand_scores.answers_of(notebook()), hand_scores.answers_of(notebook(RED))
+    assert plain["w"] == hand_scores.sha256_of_text(SKETCH)  # recorded before attachments counted: still current
+    assert plain["t"] == hand_scores.sha256_of_text('["my plot"]')
+    assert red == hand_scores.answers_of(notebook(RED, count=7))  # the same answer, the same hashes
+    blue = hand_scores.answers_of(notebook(BLUE))
+    assert red["w"] != blue["w"] != plain["w"] and red["t"] != blue["t"] != plain["t"] and red["c"] == blue["c"]
+    assert hand_scores.answers_of(notebook(output="0.25\n"))["c"] != plain["c"]

@@ -6,8 +6,14 @@ and marks every regraded hand-graded cell `needs_manual_grade`, because it canno
 formgrader listed every resubmitted written answer again, changed or not, and nothing said which had changed.
 Here the grader knows which answer each hand score was given for, from the lesson's history (history.py):
 
-- every grading records the sha256 of each hand-graded answer (`answers`): a written answer is its cell's source
-  as submitted, a task the cells the student wrote below it, up to the next nbgrader cell;
+- every grading records the sha256 of each hand-graded answer (`answers`): what formgrader shows of it (issue 34.3).
+  A written answer is its cell: the source, and the attachments its text shows (an image swapped under the same
+  text is another answer); a code answer with points also its outputs as graded, which formgrader shows below it
+  (execution counts aside: a cell added above renumbers them; an output that differs from run to run, an unseeded
+  random draw or a timing, differs for formgrader too, and flags the score). A task is the cells the student wrote
+  below it, up to the next nbgrader cell, each counted the same way. A cell with neither attachments nor outputs
+  hashes as its source alone, as the grader recorded before they counted, so no hand score recorded then goes stale
+  for it (every written answer of lessons 01-07 that has no image);
 - a hand score is recorded with the answer formgrader showed when it is first seen (`hand score`): before a
   regrade replaces that answer (SaveAutoGradesAndHandScores reads the gradebook before nbgrader's SaveAutoGrades
   writes to it) and at every anomaly report (report.py, each grading run, the stock command's too). A score the
@@ -42,22 +48,44 @@ def sha256_of_text(text):
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def shown_beside_source(cell):
+    """What formgrader shows of a cell besides its source: {"attachments": ..., "outputs": ...}, each only when
+    there is some. A markdown (or raw) cell's attachments are the images its text refers to (nbconvert's
+    markdown2html renders them); a code cell's outputs are shown below it, their execution counts left out."""
+    shown = {}
+    if cell.get("attachments"):
+        shown["attachments"] = cell["attachments"]
+    if cell.get("cell_type") == "code" and cell.get("outputs"):
+        shown["outputs"] = [{key: value for key, value in output.items() if key != "execution_count"}
+                            for output in cell["outputs"]]
+    return shown
+
+
+def sha256_of_cell(cell):
+    """sha256 of what formgrader shows of a cell; of its source alone when that is all it shows."""
+    shown = shown_beside_source(cell)
+    if not shown:
+        return sha256_of_text(cell.source)
+    return sha256_of_text(json.dumps({"source": cell.source, **shown}, sort_keys=True))
+
+
 def answers_of(nb):
     """{grade_id: sha256 of its answer} for the notebook's hand-graded cells."""
     answers, task, below = {}, None, []
     for cell in nb.cells + [None]:
         meta = {} if cell is None else cell.metadata.get("nbgrader", {})
         if task is not None and (cell is None or meta):
-            answers[task] = sha256_of_text(json.dumps(below))
+            answers[task] = sha256_of_text(json.dumps(below, sort_keys=True))
             task, below = None, []
         if cell is None:
             break
-        if task is not None:
-            below.append(cell.source)
+        if task is not None:  # a cell below a task: its source as before, with what else is shown of it if any
+            shown = shown_beside_source(cell)
+            below.append({"source": cell.source, **shown} if shown else cell.source)
         elif is_hand_graded(cell) and utils.is_task(cell):
             task = meta.get("grade_id")
         elif is_hand_graded(cell):
-            answers[meta.get("grade_id")] = sha256_of_text(cell.source)
+            answers[meta.get("grade_id")] = sha256_of_cell(cell)
     return answers
 
 
