@@ -32,6 +32,7 @@ from qkv.wire_codec import (  # noqa: F401 (the public names every caller reads 
     ReplyRefused, WireError, decode, decode_reply, encode, handle_plain, request_value)
 
 _handles = {}  # handle id -> object the grader may call again (a function a student's function returned)
+_staged = {}   # staged id -> (args, kwargs) the grader sent ahead of a call whose memory it measures
 
 
 # ---------------------------------------------------------------- the grader's side: one answer, bounded
@@ -115,7 +116,13 @@ def serve(namespace):
     answer in that request's execute reply.
 
     request: {"op": "call", "target": name or handle id, "args": [...], "kwargs": {...}, "measure": bool}
+          or {"op": "call", "target": ..., "staged": id}: the arguments a "stage" request sent ahead;
+          or {"op": "stage", "args": [...], "kwargs": {...}}: decode them and keep them for one call (answers its id),
+             then hand the memory freed so far back to the system, so that the grader, which measures the call's
+             memory from outside this kernel (its cgroup's peak, reset after this answer), sees what the call itself
+             allocates, not what decoding the arguments took or what earlier calls left in malloc's free lists;
           or {"op": "get", "name": name}: a global of the notebook, as plain data or a handle.
+    What this kernel measures of itself ("seconds", and "peak_bytes" with measure) is shown at most, never graded.
 
     The answer travels in the reply's payload (IPython's payload manager), on the shell channel: never with what
     the call printed, which goes out on iopub and may be cut there. A function that prints 40 MiB a call has its
@@ -179,13 +186,24 @@ def _answer(request, namespace):
         if name not in namespace:
             return json.dumps({"missing": name})
         return json.dumps({"value": json.loads(_safe_encode(namespace[name]))})
+    if request["op"] == "stage":
+        key = f"s{len(_staged)}"
+        _staged[key] = request_value(request["args"]), request_value(request["kwargs"])
+        request.clear()  # the arguments' JSON is freed now, not after the measured call
+        _release_free_memory()
+        return json.dumps({"value": key})
     target = request["target"]
     fn = _handles.get(target) if target.startswith("h") and target in _handles else namespace.get(target)
     if fn is None:
         return json.dumps({"missing": target})
     measuring = traced_peak() if request.get("measure") else contextlib.nullcontext()
     with measuring as measured:  # from before the inputs exist, as a local measurement counts their copies
-        args, kwargs = request_value(request["args"]), request_value(request["kwargs"])
+        if "staged" in request:
+            if request["staged"] not in _staged:
+                return json.dumps({"missing": str(request["staged"])[:NAME_CHARS]})
+            args, kwargs = _staged.pop(request["staged"])
+        else:
+            args, kwargs = request_value(request["args"]), request_value(request["kwargs"])
         started = time.perf_counter()
         try:
             result = fn(*args, **kwargs)
@@ -196,6 +214,19 @@ def _answer(request, namespace):
             measured_all_of_it = tracemalloc.is_tracing()  # False if the student's code stopped tracing
     peak = measured.bytes if measured is not None and measured_all_of_it else None
     return json.dumps({"value": json.loads(_safe_encode(result)), "seconds": seconds, "peak_bytes": peak})
+
+
+def _release_free_memory():
+    """Collect garbage and return malloc's free memory to the system (glibc's malloc_trim): numpy's large arrays,
+    once freed, stay in the heap, and a later call reusing them would raise no measured peak."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        pass
 
 
 def _safe_encode(value):

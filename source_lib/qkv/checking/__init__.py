@@ -22,7 +22,7 @@ import sys
 from qkv.checking.hints import Hint, call_text, describe  # noqa: F401
 from qkv.checking.guard import REFERENCE_MODULES, assert_untampered, protect, seal  # noqa: F401
 from qkv.checking.calling import call, likely_cause, where  # noqa: F401
-from qkv.checking.memory import call_with_peak_memory, traced_peak  # noqa: F401
+from qkv.checking.memory import call_with_peak_memory, measured_by_grader, traced_peak  # noqa: F401
 from qkv.checking.validation import expect_array, expect_number  # noqa: F401
 from qkv.checking.diagnosis import EVIDENCE_NEEDED, Probes, certain_diagnosis  # noqa: F401
 from qkv.checking.compare import (SINGLE_PRECISION_SLACK, Check, before_check, check_against, check_boolean,  # noqa: F401
