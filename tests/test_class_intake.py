@@ -439,3 +439,70 @@ def test_the_stock_zip_collect_command_uses_the_same_plugins(course, tmp_path):
     assert tag_of(course / "submitted" / "1" / LESSON / f"{LESSON}.ipynb") == "answer = 'alice_1_3_01-lookup-1.ipynb'"
     assert "duplicate submission" in run.stderr and "unsafe path" in run.stderr
     assert not (tmp_path / "escape.ipynb").exists() and not (course.parent / "escape.ipynb").exists()
+
+
+def heavy_notebook(tag, metadata_bytes=0, items=0):
+    """notebook_bytes(tag) with `metadata_bytes` of text and `items` empty objects in its metadata."""
+    nb = nbformat.reads(notebook_bytes(tag).decode(), as_version=4)
+    nb.metadata["junk"] = "x" * metadata_bytes
+    nb.metadata["objects"] = [{}] * items
+    return nbformat.writes(nb).encode()
+
+
+def limit_course(course, max_bytes=100_000, max_items=1_000):
+    """The course's limits set in its nbgrader_config.py, as an instructor would (c.NotebookLimits)."""
+    with (course / "nbgrader_config.py").open("a") as config:
+        config.write(f"c.NotebookLimits.max_bytes = {max_bytes}\nc.NotebookLimits.max_items = {max_items}\n")
+
+
+def test_an_oversized_notebook_is_refused_before_it_is_copied(course, tmp_path):
+    limit_course(course)
+    export = make_zip(tmp_path / "heavy.zip", [
+        entry("alice_1_2_01-lookup.ipynb", heavy_notebook("alice", metadata_bytes=150_000)),  # 150 MB, scaled down
+        entry("bob_3_4_01-lookup.ipynb", heavy_notebook("bob", items=5_000)),       # small, but 5,000 objects
+        entry("carol_5_6_01-lookup.ipynb", heavy_notebook("carol", metadata_bytes=90_000, items=400)),  # within
+    ])
+    notes = intake.collect(export, course, LESSON)
+    assert [(n["student"], n["name"]) for n in notes] == [("1", "oversized notebook"), ("3", "oversized notebook")]
+    alice, bob = (n["detail"] for n in notes)
+    assert alice.startswith("alice_1_2_01-lookup.ipynb: 150,") and "bytes, over the limit of 100,000 bytes" in alice
+    assert "outputs" in alice and bob.startswith("bob_3_4_01-lookup.ipynb: 10,") and \
+        "JSON items, over the limit of 1,000" in bob
+    assert submitted(course, "1") is None and submitted(course, "3") is None     # no copy in submitted/
+    assert submitted(course, "5") == [f"{LESSON}.ipynb"]
+    # a resubmission over the limit leaves the copy collected before in place
+    make_zip(tmp_path / "again.zip", [entry("carol_5_7_01-lookup.ipynb", heavy_notebook("carol2", 150_000))])
+    assert names(intake.collect(tmp_path / "again.zip", course, LESSON)) == ["no submissions", "oversized notebook"]
+    assert tag_of(course / "submitted" / "5" / LESSON / f"{LESSON}.ipynb") == "answer = 'carol'"
+
+
+def test_an_oversized_notebook_already_in_submitted_is_refused_before_grading(course, tmp_path):
+    """The other route: a submitted/ folder filled by hand is checked, and staging refuses the notebook with the
+    same reason, before reading it: nothing of that student is staged for nbgrader."""
+    from qkv_autograde import submissions
+
+    limit_course(course)
+    for student, data in (("alice", heavy_notebook("alice", metadata_bytes=150_000)),
+                          ("bob", notebook_bytes("bob"))):
+        (course / "submitted" / student / LESSON).mkdir(parents=True)
+        (course / "submitted" / student / LESSON / f"{LESSON}.ipynb").write_bytes(data)
+    notes = intake.collect(course / "submitted", course, LESSON)
+    assert [(n["student"], n["name"]) for n in notes] == [("alice", "oversized notebook")]
+    limits = submissions.NotebookLimits(config=intake._course_config(str(course)))
+    staged = submissions.stage(str(course), "submitted", LESSON, [LESSON], str(course.parent / "notebooks" / LESSON),
+                               limits=limits)
+    assert [(s.student, s.refused, s.anomalies) for s in staged] == [
+        ("alice", True, [{"name": "oversized notebook", "detail": notes[0]["detail"]}]), ("bob", False, [])]
+    assert not (course / ".staged" / "alice" / LESSON).exists() and (course / ".staged" / "bob" / LESSON).is_dir()
+
+
+def test_the_limits_are_documented_and_hold_a_solved_lesson_with_margin():
+    from qkv_autograde import submissions
+
+    limits = submissions.NotebookLimits()
+    assert (limits.max_bytes, limits.max_items) == (16 << 20, 100_000)
+    readme = (ROOT / "README.md").read_text()
+    assert "oversized notebook" in readme and "16 MiB" in readme and "100,000" in readme
+    for notebook in (ROOT / "solutions").glob("*/*.ipynb"):   # without outputs; solved with them: < 0.6 MB, 3,200
+        assert limits.refusal(notebook) is None
+        assert notebook.stat().st_size * 30 < limits.max_bytes and submissions.json_items(notebook) * 30 < 100_000

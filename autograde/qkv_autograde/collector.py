@@ -32,6 +32,10 @@ collected under the released name. Several notebooks of one student for one rele
 by the timestamp in the name when every copy has one, else by the zip entry's date (then the later name), and
 the others are listed. Hidden files, `__MACOSX/` and `.ipynb_checkpoints/` are ignored; other non-notebook files
 are skipped. Everything unusual becomes a report entry {"student", "name", "detail"}; bad input never raises.
+
+The copy kept for a student is weighed before nbgrader copies it into submitted/: one over the course's
+`NotebookLimits` (submissions.py: bytes and JSON items) is refused, `oversized notebook` with its size and the limit,
+and whatever an earlier collection put in submitted/ stays there.
 """
 import datetime
 import os
@@ -42,6 +46,7 @@ from traitlets import List, Unicode
 
 from .extractor import is_ignored
 from .lms_names import display_name, lms_entry, named_time, note, shown, valid_student_id
+from .submissions import NotebookLimits
 
 # nbgrader's submitted/ shape, on the whole relative path, for a path with no LMS name at its top
 NESTED_FOLDER = r"(?:.*/)?(?!{lesson}/)(?P<student_id>[^/]+)/{lesson}/(?P<nested>.+)/(?P<file_id>[^/]+)$"
@@ -94,6 +99,7 @@ class SubmissionCollector(FileNameCollectorPlugin):
         self.handed_in = {}  # (student, file_id) -> the kept copy's {"lms_time", "lms_order"} (history.newer)
         self.plan = None
         self._compiled = None
+        self.limits = NotebookLimits(parent=self)  # c.NotebookLimits in the course's nbgrader_config.py
 
     _extractor = None
 
@@ -232,6 +238,10 @@ class SubmissionCollector(FileNameCollectorPlugin):
                 self.notes.append(note(student, "duplicate submission",
                                        f"{len(found)} copies of {notebook}.ipynb: kept the newest, {shown(rel)} "
                                        f"({said(found[-1])}); skipped {others}"))
+            refusal = self.limits.refusal(path, shown(rel))
+            if refusal:  # weighed, never parsed; not handed to nbgrader, so never copied into submitted/
+                self.notes.append(note(student, refusal["name"], refusal["detail"]))
+                continue
             collected = {"student_id": student, "file_id": f"{notebook}.ipynb"}
             if named:
                 collected["timestamp"] = named.isoformat(" ")

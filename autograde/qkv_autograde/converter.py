@@ -99,7 +99,7 @@ class QkvAutograde(Autograde):
         self.release_folder = release
         self.regraded = {}
         self.staged = submissions.stage(self.coursedir.root, self.coursedir.submitted_directory, lesson, notebooks,
-                                        release, self.coursedir.student_id)
+                                        release, self.coursedir.student_id, submissions.NotebookLimits(parent=self))
         for entry in self.staged:
             if entry.refused:
                 self.log.warning("qkv grader: refused %r: %s", entry.student, entry.anomalies[0]["detail"])

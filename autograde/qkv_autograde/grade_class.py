@@ -146,7 +146,7 @@ def prefetch(app, lesson, workers, force, regrade=()):
                                                             f"{n}.ipynb"), as_version=4)) for n in names}
     settings = parallel.settings_of(app.config)
     staged_entries = submissions.stage(course.root, course.submitted_directory, lesson, names, release,
-                                       course.student_id)
+                                       course.student_id, submissions.NotebookLimits(config=app.config))
     pending = []
     for entry in staged_entries:
         staged = os.path.join(course.root, submissions.STAGED, entry.student, lesson, f"{entry.notebook}.ipynb")

@@ -40,6 +40,7 @@ from . import history
 from .collector import SubmissionCollector, gradescope_submitters, released_notebooks
 from .extractor import ARCHIVES, SafeExtractor, is_ignored, is_inside
 from .lms_names import LMS_RECORD, named_time, note
+from .submissions import NotebookLimits
 
 
 def _course_config(course_root):
@@ -116,7 +117,8 @@ def _collect(source, course_root, lesson, allow_older=False):
     if not os.path.exists(source):
         return [note("", "no submissions", f"{source} does not exist")], []
     if os.path.isdir(source) and os.path.realpath(source) == submitted:
-        return check_submitted(submitted, lesson, released_notebooks(coursedir, lesson)), None
+        return check_submitted(submitted, lesson, released_notebooks(coursedir, lesson),
+                               NotebookLimits(config=config)), None
     if os.path.isfile(source) and not source.lower().endswith(ARCHIVES):
         return [note("", "not a notebook", f"{source}: give a .zip export or a folder")], []
 
@@ -343,8 +345,10 @@ def _read_refused(refused, students, coursedir, lesson):
     return saved
 
 
-def check_submitted(submitted, lesson, released):
-    """Notes on an already collected submitted/<student>/<lesson>/ tree; nothing is changed."""
+def check_submitted(submitted, lesson, released, limits=None):
+    """Notes on an already collected submitted/<student>/<lesson>/ tree; nothing is changed. A notebook over
+    `limits` (NotebookLimits) is named with the reason staging will refuse it for."""
+    limits = limits or NotebookLimits()
     notes = []
     for student in sorted(os.listdir(submitted)):
         home = os.path.join(submitted, student)
@@ -370,8 +374,12 @@ def check_submitted(submitted, lesson, released):
                 continue
             elif not name.endswith(".ipynb"):
                 notes.append(note(student, "not a notebook", f"{rel}; not graded"))
-            elif released and os.path.splitext(name)[0] not in released:
-                notes.append(note(student, "unexpected file name",
-                                  f"{rel}: {lesson} has no notebook of that name "
-                                  f"(expected {', '.join(f'{n}.ipynb' for n in sorted(released))})"))
+            else:
+                if released and os.path.splitext(name)[0] not in released:
+                    notes.append(note(student, "unexpected file name",
+                                      f"{rel}: {lesson} has no notebook of that name "
+                                      f"(expected {', '.join(f'{n}.ipynb' for n in sorted(released))})"))
+                refusal = limits.refusal(path)  # the very note staging adds: the report shows it once
+                if refusal:
+                    notes.append(note(student, refusal["name"], refusal["detail"]))
     return notes

@@ -16,7 +16,7 @@ import sys
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 
-from . import hand_scores, history, similarity
+from . import hand_scores, history, similarity, submissions
 from .exports import write_csv
 
 
@@ -53,7 +53,7 @@ def rows(course_root, db_url, lesson, staged, autograded="autograded", extra=Non
                     graded = {"time": f"{os.stat(path).st_mtime_ns}",
                               "anomalies": [a.get("name") for a in meta.get("anomalies", []) if isinstance(a, dict)]}
                 notes += copying.get(student, [])
-            elif notebook and not any(a["name"] == "missing notebook" for a in notes):
+            elif notebook and not any(a["name"] in submissions.NOT_STAGED for a in notes):
                 notes.append({"name": "not graded", "detail": "grading stopped with an error: see nbgrader's log"})
             # every round's notes (this run's intake notes among them, in the history already), then the rest
             seen = {_key(a) for a in notes}

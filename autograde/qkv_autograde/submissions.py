@@ -8,6 +8,12 @@ and says what it did for each student. The submitted tree is only read.
 A student folder whose name is not a student id (lms_names.STUDENT_ID_CHARACTERS: a comma, a space, a leading `=`)
 is refused with a reason, never graded under another name. What the LMS said when the submission was collected
 (intake's `.lms.json`) becomes a `late` anomaly on each notebook when the LMS marked it late.
+
+A notebook heavier than `NotebookLimits` (bytes, and JSON items: metadata, outputs and attachments included) is
+refused with an `oversized notebook` anomaly before anything reads it as a notebook: intake refuses it before it is
+copied into submitted/ (collector.py), staging refuses one already there, and it is not graded. Bytes alone do not
+bound what a notebook costs: 4 MiB of `[{},{},...]` in its metadata took nbformat's read and write to 1.9 GB (each
+empty object becomes a Python dict, then a NotebookNode), so the number of JSON items is bounded too.
 """
 import dataclasses
 import fnmatch
@@ -16,10 +22,62 @@ import os
 import shutil
 
 import nbformat
+from traitlets import Integer
+from traitlets.config import Configurable
 
 from .lms_names import LMS_RECORD, STUDENT_ID_CHARACTERS, shown, valid_student_id
 
 STAGED = ".staged"
+
+# The heaviest lesson notebook solved and run with every output (figures, widget state) weighs 0.52 MB and holds
+# 3,120 JSON items (05-heads; 01-lookup 0.20 MB, 1,974 items); a released one 25-63 KB. About 30 times that is
+# refused.
+MAX_NOTEBOOK_BYTES = 16 << 20
+MAX_NOTEBOOK_ITEMS = 100_000
+OVERSIZED = "oversized notebook"
+NOT_STAGED = ("missing notebook", OVERSIZED)  # anomalies of a notebook that is not graded at all
+
+
+class NotebookLimits(Configurable):
+    """What one handed-in notebook may weigh (`c.NotebookLimits.max_bytes`, `.max_items` in nbgrader_config.py).
+
+    Items are counted on the file's bytes, `{`, `[` and `,`: every JSON value but a container's first element
+    follows one of them, so the count bounds the objects a parse makes (base64 figures hold none)."""
+
+    max_bytes = Integer(MAX_NOTEBOOK_BYTES, help="Most bytes one handed-in notebook may weigh.").tag(config=True)
+    max_items = Integer(MAX_NOTEBOOK_ITEMS, help="Most JSON items (`{`, `[`, `,`) one notebook may hold."
+                        ).tag(config=True)
+
+    def refusal(self, path, name=None):
+        """None for a notebook within the limits, else the `oversized notebook` anomaly {"name", "detail"}; the
+        file is read in blocks and never parsed."""
+        size = os.path.getsize(path)
+        name = name or os.path.basename(path)
+        why = (f"{_megabytes(size)}, over the limit of {_megabytes(self.max_bytes)}" if size > self.max_bytes
+               else None)
+        if why is None:
+            items = json_items(path)
+            if items > self.max_items:
+                why = f"{items:,} JSON items, over the limit of {self.max_items:,}"
+        if why is None:
+            return None
+        return {"name": OVERSIZED, "detail": f"{name}: {why} (metadata, outputs and attachments included); not "
+                                             f"graded: ask for the notebook with its outputs cleared (Edit > Clear "
+                                             f"Outputs of All Cells) and collect it again"}
+
+
+def json_items(path, block=1 << 20):
+    """The JSON items of the file at `path` (NotebookLimits), read in blocks."""
+    with open(path, "rb") as f:
+        return sum(json_items_of(data) for data in iter(lambda: f.read(block), b""))
+
+
+def json_items_of(data):
+    return data.count(b"{") + data.count(b"[") + data.count(b",")
+
+
+def _megabytes(size):
+    return f"{size:,} bytes" + (f" ({size / 2**20:.1f} MiB)" if size >= 2**20 else "")
 
 
 @dataclasses.dataclass
@@ -50,8 +108,11 @@ def _candidates(folder, expected):
     return None, files
 
 
-def stage(course_root, submitted, lesson, notebooks, release_folder, only_student="*"):
-    """Fill <root>/.staged/<student>/<lesson>/ for every student folder in `submitted`; returns [Staged]."""
+def stage(course_root, submitted, lesson, notebooks, release_folder, only_student="*", limits=None):
+    """Fill <root>/.staged/<student>/<lesson>/ for every student folder in `submitted`; returns [Staged].
+
+    `limits`: the NotebookLimits of the course's config (default: the documented ones)."""
+    limits = limits or NotebookLimits()
     submitted_root = os.path.join(course_root, submitted)
     results = []
     if not os.path.isdir(submitted_root):
@@ -79,13 +140,17 @@ def stage(course_root, submitted, lesson, notebooks, release_folder, only_studen
             path = os.path.join(folder, name)
             if os.path.isfile(path) and not os.path.islink(path):
                 shutil.copy(path, target)
+        mine = []
         for notebook in notebooks:
             try:
-                results.append(_stage_notebook(folder, target, notebook, student, release_folder))
-                results[-1].anomalies += [late] if late else []
+                mine.append(_stage_notebook(folder, target, notebook, student, release_folder, limits))
+                mine[-1].anomalies += [late] if late else []
             except Exception as error:  # one student's files never stop the class: no notebook staged, graded 0
-                results.append(Staged(student, notebook, [{"name": "grading error", "detail":
-                                                           f"staging failed: {type(error).__name__}: {error}"[:300]}]))
+                mine.append(Staged(student, notebook, [{"name": "grading error", "detail":
+                                                        f"staging failed: {type(error).__name__}: {error}"[:300]}]))
+        if all(entry.refused for entry in mine):  # nothing of theirs to grade: nbgrader must not see the folder
+            shutil.rmtree(target, ignore_errors=True)
+        results += mine
     return results
 
 
@@ -100,12 +165,15 @@ def _lateness(folder):
     return {"name": "late", "detail": shown(late)} if isinstance(late, str) and late else None
 
 
-def _stage_notebook(folder, target, notebook, student, release_folder):
+def _stage_notebook(folder, target, notebook, student, release_folder, limits):
     anomalies = []
     chosen, seen = _candidates(folder, notebook)
     if chosen is None:
         detail = f"no notebook to grade (found: {', '.join(seen) or 'none'})"
         return Staged(student, notebook, [{"name": "missing notebook", "detail": detail}])
+    refusal = limits.refusal(os.path.join(folder, chosen))
+    if refusal:  # before it is read: what reading it would cost is what the limit bounds
+        return Staged(student, notebook, [refusal], refused=True)
     if chosen != f"{notebook}.ipynb":
         anomalies.append({"name": "renamed file", "detail": f"{chosen} graded as {notebook}.ipynb"})
     path = os.path.join(folder, chosen)
