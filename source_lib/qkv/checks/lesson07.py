@@ -82,15 +82,16 @@ def fit_exponent(student_fit_exponent):
 
 # ---------------------------------------------------------------- attention_step
 
-def _step(q, k, v, kv_index=None, scale=True, drop_newest=False, only_newest=False, softmax_axis=-1):
-    """attention_step with one thing changed, to recognise a mistake."""
+def _step(q, k, v, tiled=False, scale=True, drop_newest=False, only_newest=False, softmax_axis=-1):
+    """attention_step with one thing changed, to recognise a mistake. Its switches are plain data: the student
+    edition withholds it (with no switch on it is the answer) and replays the catalogue's calls from fixtures."""
     q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))
     if drop_newest:
         k, v = k[:, :-1], v[:, :-1]
     if only_newest:
         k, v = k[:, -1:], v[:, -1:]
     n_q, n_kv = q.shape[0], k.shape[0]
-    index = np.arange(n_q) // (n_q // n_kv) if kv_index is None else kv_index(np.arange(n_q), n_q, n_kv)
+    index = np.arange(n_q) % n_kv if tiled else np.arange(n_q) // (n_q // n_kv)
     scores = q @ k[index].swapaxes(-1, -2) / (np.sqrt(q.shape[-1]) if scale else 1.0)
     return ref_attention.softmax(scores, axis=softmax_axis) @ v[index]   # scores [H_q, 1, T]
 
@@ -109,7 +110,7 @@ ATTENTION_STEP_MISTAKES = [
      "the step), so attend to every cached position, the last one included."),
     (lambda q, k, v: _step(q, k, v, only_newest=True),
      "the new token attends only to its own key: the point of the cache is to attend to every earlier token too."),
-    (lambda q, k, v: _step(q, k, v, kv_index=lambda h, n_q, n_kv: h % n_kv),
+    (lambda q, k, v: _step(q, k, v, tiled=True),
      "query head h used key/value head h % H_kv (np.tile's order); consecutive query heads share a key/value "
      "head, h // (H_q // H_kv), which is np.repeat's order (lesson 05)."),
 ] + [(lambda q, k, v, axis=axis: _step(q, k, v, softmax_axis=axis), STEP_WRONG_AXIS) for axis in (0, 1)]
@@ -132,13 +133,25 @@ def attention_step(student_attention_step):
 
 # ---------------------------------------------------------------- append_to_cache
 
+def _appended(kc, vc, kn, vn, only_new=False, new_first=False, swapped=False):
+    """append_to_cache with one thing changed, to recognise a mistake (withheld by the student edition, like _step:
+    with no switch on it is the answer)."""
+    if only_new:
+        return np.asarray(kn, float), np.asarray(vn, float)
+    if new_first:
+        return np.concatenate([kn, kc], axis=1), np.concatenate([vn, vc], axis=1)
+    if swapped:
+        return np.concatenate([vc, vn], axis=1), np.concatenate([kc, kn], axis=1)
+    return np.concatenate([kc, kn], axis=1), np.concatenate([vc, vn], axis=1)
+
+
 APPEND_MISTAKES = [
-    (lambda kc, vc, kn, vn: (np.asarray(kn, float), np.asarray(vn, float)),
+    (lambda kc, vc, kn, vn: _appended(kc, vc, kn, vn, only_new=True),
      "this is only the new token's key and value: the cache must keep every earlier one too (append, do not "
      "overwrite)."),
-    (lambda kc, vc, kn, vn: (np.concatenate([kn, kc], axis=1), np.concatenate([vn, vc], axis=1)),
+    (lambda kc, vc, kn, vn: _appended(kc, vc, kn, vn, new_first=True),
      "the new keys and values come first: the cache is in time order, so they go at the END (axis 1)."),
-    (lambda kc, vc, kn, vn: (np.concatenate([vc, vn], axis=1), np.concatenate([kc, kn], axis=1)),
+    (lambda kc, vc, kn, vn: _appended(kc, vc, kn, vn, swapped=True),
      "k and v are swapped: return (k_cache, v_cache) in that order."),
 ]
 
