@@ -20,6 +20,7 @@ import collections
 import importlib
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -46,15 +47,34 @@ def rows(names):
                                for name in names or ()))
 
 
+# Functions besides a lesson's GRADED_REFERENCES that answer one of its exercises: what the probe finds passing its
+# hidden tests in an edition where the lesson is open (tests/test_edition_answers.py names any it finds that this table
+# and the rule of _private_helpers do not withhold). The engines of the checks' catalogues of mistakes: with no
+# mistake switched on, each is the answer (and so are the catalogue's entries built on it, once it is a stub).
+TWINS = {
+    "02-by-hand": ("qkv.checks.lesson02._raw",),
+    "07-cost": ("qkv.checks.lesson07._step", "qkv.checks.lesson07._appended", "qkv.checks.lesson07._online"),
+}
+
+
+def withholds(lesson, withheld=None):
+    """The dotted names a lesson withholds while it is open or not released: its GRADED_REFERENCES, its TWINS and
+    those `withheld` ({lesson: dotted names}) adds."""
+    row = qkv.lessons.lesson(lesson) if not isinstance(lesson, qkv.lessons.Lesson) else lesson
+    extra = [names for name, names in TWINS.items() if qkv.lessons.lesson(name) == row]
+    extra += [names for name, names in (withheld or {}).items() if qkv.lessons.lesson(name) == row]
+    return tuple(dict.fromkeys((*graded_references(row.slug), *(dotted for names in extra for dotted in names))))
+
+
 def withheld_functions(released, handouts, withheld=None):
     """{dotted name: Withheld} for an edition: every function withheld by a lesson that is not a handout and is open
-    or not released yet. `withheld` maps lessons to further dotted names withheld for them (twins)."""
+    or not released yet (`withholds`), and the private functions only those call (`_private_helpers`). `withheld`
+    maps lessons to further dotted names withheld for them (twins)."""
     released, handouts = rows(released), rows(handouts)
-    extra = {qkv.lessons.lesson(name).number: tuple(names) for name, names in (withheld or {}).items()}
     owners = collections.defaultdict(list)
     for row in qkv.lessons.LESSONS:
         if row not in handouts:
-            for dotted in (*graded_references(row.slug), *extra.get(row.number, ())):
+            for dotted in withholds(row, withheld):
                 owners[dotted].append(row)
     found = {}
     for dotted, lessons in owners.items():
@@ -62,7 +82,45 @@ def withheld_functions(released, handouts, withheld=None):
         exercises = [row for row in lessons if _has_exercise(row, name)]
         owner = (exercises or lessons)[0]
         found[dotted] = Withheld(owner.number, bool(exercises), owner in released)
+    for dotted, caller in _private_helpers(found).items():
+        found[dotted] = found[caller]._replace(exercise=False)
     return found
+
+
+def _private_helpers(found):
+    """{dotted: a withheld caller} of the private top-level functions (`_name`) that only withheld functions use: the
+    withheld references' own code (qkv.cost._online_softmax_update is the heart of chunked_attention), which would
+    otherwise ship beside their stubs. A helper that any other code uses (another function, a module-level statement,
+    another module) ships."""
+    sources = {path: path.read_text(encoding="utf-8") for path in pathlib.Path(LIBRARY).rglob("*.py")}
+    helpers = {}
+    for module in sorted({dotted.rpartition(".")[0] for dotted in found}):
+        path = pathlib.Path(importlib.import_module(module).__file__)
+        tree = ast.parse(sources[path])
+        private = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)
+                   and node.name.startswith("_") and not node.name.startswith("__")}
+        users = {name: set() for name in private}
+        for node in tree.body:
+            own = node.name if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+            for name in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & private:
+                if name != own:
+                    users[name].add(own)  # None: a module-level statement or a class
+        elsewhere = {name for name in private for other, text in sources.items()
+                     if other != path and re.search(rf"\b{name}\b", text)}
+        changed = True
+        while changed:
+            changed = False
+            for name, callers in users.items():
+                dotted = f"{module}.{name}"
+                if dotted in found or dotted in helpers or name in elsewhere or not callers:
+                    continue
+                withheld_callers = [f"{module}.{c}" for c in sorted(callers, key=str)
+                                    if c is not None and (f"{module}.{c}" in found or f"{module}.{c}" in helpers)]
+                if len(withheld_callers) == len(callers):
+                    caller = withheld_callers[0]
+                    helpers[dotted] = helpers.get(caller, caller)
+                    changed = True
+    return helpers
 
 
 def _has_exercise(row, name):
@@ -99,6 +157,8 @@ def build_student_library(dest, released, handouts, withheld=None, record=fixtur
         by_module[module][name] = (dotted, owner, tuple(dict.fromkeys(answered.get(dotted, ()))))
     for module, stubs in by_module.items():
         path = target / pathlib.Path(importlib.import_module(module).__file__).relative_to(LIBRARY)
+        if not path.exists():
+            continue  # the checks of a lesson this edition leaves out, with their twins
         for helper, user in private_helpers(path.read_text(encoding="utf-8"), set(stubs)).items():
             owner = stubs[user][1]
             stubs[helper] = (f"{module}.{helper}", owner._replace(exercise=False), ())
