@@ -28,7 +28,7 @@ import tempfile
 import time
 from typing import NamedTuple
 
-from qkv_autograde.kernel_view import graded_references  # first: qkv_autograde makes nbformat import faster
+from qkv_autograde.kernel_view import graded_references  # noqa: F401 - first: makes nbformat import faster; tests read it here
 
 import nbformat
 
@@ -323,9 +323,10 @@ def conflicts(released, handouts, library, notebooks_folder):
     lesson (not a handout) withholds, or the checks of a lesson that is not in the edition; and a function of its
     own exercises that its notebook reaches by another way than its checks (the edition answers only what the
     checks ask, from their fixtures)."""
-    from qkv_edition.library import withheld_functions  # the student build's own rule of what becomes a stub
+    from qkv_edition.library import withheld_functions, withholds  # the student build's own rule of what becomes a stub
 
-    references = {row.slug: frozenset(graded_references(row.slug)) for row in qkv.lessons.LESSONS}
+    # a lesson's own: its GRADED_REFERENCES and its twins (its checks reach those, and its fixtures answer them)
+    references = {row.slug: frozenset(withholds(row)) for row in qkv.lessons.LESSONS}
     stubs = set(withheld_functions(released, handouts))
     missing = removed_checks(released, handouts, library)
     found = []

@@ -6,9 +6,10 @@ package as source_lib/qkv except that it holds no answer to an exercise that is 
   the full library returned on the inputs the released lessons' visible checks give it (their fixtures, recorded
   here by qkv_edition.fixtures and written to qkv/fixtures/lessonNN.json.gz) and otherwise raises
   NotInThisEdition, naming the lesson whose exercise it is (or that it is not released yet).
-- The withheld functions of a lesson are its hidden tests' GRADED_REFERENCES plus, through `withheld`, the twins the
-  probe finds. A function withheld by any open or unreleased lesson is withheld, even when a handout lists it too:
-  lesson 01 lists masked_softmax (a twin of its softmax), which is lesson 04's exercise.
+- The withheld functions of a lesson are its hidden tests' GRADED_REFERENCES plus the twins the probe finds (TWINS,
+  and any more through `withheld`), and with them every private function only withheld functions use (the
+  reference's own code). A function withheld by any open or unreleased lesson is withheld, even when a handout lists
+  it too: lesson 01 lists masked_softmax (a twin of its softmax), which is lesson 04's exercise.
 - qkv/checks/lessonNN.py (and lessonNN_*.py) of lessons neither released nor handouts are left out.
 - No bytecode is copied; the result is checked to import, with every released lesson's checks, in a fresh Python.
 
