@@ -4,8 +4,9 @@ limits intake accepts (qkv_autograde.submissions.NotebookLimits: 16 MiB and 100,
 costliest shapes there are: a string and empty objects in its metadata) and another one just over them.
 
 The heavy one is graded like any other (its metadata costs the grader, its answers score full marks); the one over
-is refused at intake with the reason in the report and never reaches submitted/; the largest process of the grading
-run outside the sandbox (GraderMemory) stays under 1 GiB. Before the limits, a notebook with 150 MB of metadata took
+is refused at intake with the reason in the report and never reaches submitted/; one over put in submitted/ by
+hand (nbgrader's exchange, a folder) is refused by staging, not graded; the largest process of the grading run
+outside the sandbox (GraderMemory) stays under 1 GiB. Before the limits, a notebook with 150 MB of metadata took
 it to 1,742 MB, and 4 MiB of empty objects take nbformat's read and write alone to 1.9 GB.
 """
 import csv
@@ -16,7 +17,7 @@ import zipfile
 import nbformat
 import pytest
 
-from lessons import copy_course, solved_release
+from lessons import copy_course, hand_in, solved_release
 from test_grading_sandbox import ENV, FAST, FULL, LESSON, run  # puts autograde/ on sys.path
 from test_hostile_wire import GraderMemory
 
@@ -47,6 +48,7 @@ def graded(tmp_path_factory):
     heavy = at_the_limits(limits.max_bytes, limits.max_items)
     assert len(heavy) == limits.max_bytes and submissions.json_items_of(heavy) <= limits.max_items
     assert limits.max_items - submissions.json_items_of(heavy) < 4
+    hand_in(instructor, LESSON, "byhand", at_the_limits(limits.max_bytes, limits.max_items, over=True))
     export = tmp_path_factory.mktemp("lms") / "canvas.zip"
     with zipfile.ZipFile(export, "w") as archive:
         archive.writestr("perfect_101_1_01-lookup.ipynb", nbformat.writes(solved_release(LESSON)))
@@ -78,3 +80,11 @@ def test_the_notebook_over_the_limits_is_refused_before_submitted_with_the_reaso
     assert row["anomalies"] == "oversized notebook"
     assert ("over_103_3_01-lookup.ipynb: 16,777,217 bytes (16.0 MiB), over the limit of 16,777,216 bytes (16.0 MiB)"
             in row["details"])
+
+
+def test_a_notebook_over_the_limits_already_in_submitted_is_refused_before_grading(graded):
+    assert not (graded["instructor"] / "autograded" / "byhand").exists()
+    assert graded["grades"].get("byhand", "") == ""
+    row = graded["report"]["byhand"]
+    assert row["anomalies"] == "oversized notebook"
+    assert row["details"].startswith("oversized notebook: 01-lookup.ipynb: 16,777,217 bytes (16.0 MiB), over the limit")
