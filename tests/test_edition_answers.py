@@ -1,0 +1,388 @@
+"""The student edition answers no open exercise (issue 33, item 2), found by running the hidden tests.
+
+Three student builds of qkv (qkv_edition.library.build_student_library), each built once for the module:
+- lesson 01's week: LESSONS=01-lookup (01 open, every later lesson unreleased);
+- lesson 02's week: LESSONS=01-lookup,02-by-hand HANDOUTS=01-lookup (02 open);
+- lesson 07's week: every lesson released, HANDOUTS=01-lookup,...,06-sinks (07 open).
+Each is probed once (qkv_edition.probe: every function, method and catalogued callable of its qkv whose parameters
+fit, tried as the student's answer to every hidden test of its open lessons, in a sandboxed kernel whose qkv is the
+edition's), with what a student would paste into the notebook in the same run (`pasted=`), for every graded
+function of an open lesson:
+- the edition's own text of it (what the student sees opening the edition's qkv module), pasted under another name;
+- a student's function that calls the edition's function of the same name (`return qkv.attention.softmax(x, axis)`);
+- the twins the issues name: lesson 01's softmax as np.exp(qkv.sinks.log_softmax(x)) (qkv.sinks holds only stubs of
+  lesson 06 in that week) and as qkv.attention.masked_softmax(x, None); lesson 02's attention through lessons 05's
+  and 07's functions; lesson 07's chunked attentions written as calls of the handouts' full attention, and through
+  the reference's own online-softmax step and lesson 07's own mistake engine.
+Nothing may pass, except what the issue allows by name: a handout's own code, which later lessons build on
+(lesson 07's attention_step may call lesson 05's grouped-query attention).
+
+What this found, and where it is withheld now (qkv_edition.library): the engines of the checks' catalogues of
+mistakes, whose defaults are the answer (lesson 02's _raw, under dot_scores and the entries of scaled_scores and
+attention_weights built on it; lesson 07's _step, _appended and _online), are library.TWINS; the private functions
+that only withheld references call (qkv.cost._online_softmax_update, which a student's loop around it turns into
+chunked_attention) are withheld with them.
+
+Partial credit: the probe judges a whole hidden test, and a test cell's points are all or nothing. Lesson 07's
+memory check is part of the chunked_attention and causal_chunked_attention hidden tests (one cell each), so a
+full-matrix answer that fails it gets none of that cell's points; that it fails on memory alone (its values are
+right) is shown here with the full library, in this process.
+"""
+import ast
+import functools
+import inspect
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+import qkv.lessons
+from qkv import attention, cost, heads, masking, sinks
+from qkv.checking import Hint
+from qkv_autograde import sandbox
+from qkv_edition import library, probe
+
+SLUGS = [row.slug for row in qkv.lessons.LESSONS]
+WEEKS = {  # name -> (LESSONS, HANDOUTS)
+    "01": (SLUGS[:1], []),
+    "02": (SLUGS[:2], SLUGS[:1]),
+    "07": (SLUGS, SLUGS[:6]),
+}
+
+if not sandbox.bwrap_works() and not os.environ.get("CI"):
+    # the candidates, the edition's own functions called with the hidden tests' data, run in a sandboxed kernel
+    pytest.skip("the probe's kernel is sandboxed with bubblewrap (make sandbox)", allow_module_level=True)
+
+ISSUE = ("issue 33, item 2: \"The only exception is the handouts' own references: a closed lesson's code, which later "
+         "lessons build on (lesson 07's `attention_step` may call lesson 05's grouped-query attention).\"")
+
+# What passes and the issue allows: a handout's own code (lesson 05, a handout in lesson 07's week), by name.
+# Lesson 05's grouped-query attention answers a one-token attention step; lesson 05's checks hold it too, as the engine
+# of its catalogue of mistakes (`_gqa`), whose "mask ignored" entry is the same function when there is no mask and whose
+# "h // H_kv" entry is the same on SmolLM2's 9 query and 3 key/value heads. None of them computes more than lesson 05's
+# grouped_query_attention, which the issue hands to lesson 07.
+_STEP = ("07-cost", "attention_step")
+_GENERATION = ("07-cost", "generation_with_cache as attention_step")
+ALLOWED = {
+    probe.Passing(candidate, *exercise): ISSUE
+    for candidate, exercises in {
+        "qkv.heads.grouped_query_attention": (_STEP, _GENERATION),
+        "pasted.twin_attention_step_by_gqa": (_STEP, _GENERATION),
+        "qkv.checks.lesson05._gqa": (_STEP, _GENERATION),
+        "qkv.checks.lesson05.GROUPED_QUERY_ATTENTION_MISTAKES[4][0]": (_STEP, _GENERATION),
+        "qkv.checks.lesson05.GROUPED_QUERY_ATTENTION_MISTAKES[1][0]": (_GENERATION,),
+    }.items()
+    for exercise in exercises
+}
+
+
+def code_of(candidate):
+    """The lesson whose code an allowed candidate is: its checks module's, its graded reference's, or (pasted) that of
+    the one function it calls."""
+    dotted = {"pasted.twin_attention_step_by_gqa": "qkv.heads.grouped_query_attention"}.get(candidate, candidate)
+    if dotted.startswith("qkv.checks.lesson"):
+        return qkv.lessons.lesson(dotted[len("qkv.checks.lesson"):][:2]).slug
+    return next(row.slug for row in qkv.lessons.LESSONS if dotted in library.graded_references(row.slug))
+
+
+# ---------------------------------------------------------------- what a student pastes
+
+HEADER = "import numpy as np\nimport qkv\n"
+
+# The twins, each for one exercise (name -> (lesson, exercise argument)). Every one computes the answer with the full
+# library (test_the_twins_are_twins_with_the_full_library); in an edition the function it calls is withheld.
+TWINS = {
+    "01": ('''
+import qkv.attention
+import qkv.sinks
+
+
+def twin_softmax_by_log_softmax(x, axis=-1):
+    # issue 34's example: lesson 06's log_softmax takes the last axis
+    moved = np.moveaxis(np.asarray(x, dtype=float), axis, -1)
+    return np.moveaxis(np.exp(qkv.sinks.log_softmax(moved)), -1, axis)
+
+
+def twin_softmax_by_masked_softmax(x, axis=-1):
+    return qkv.attention.masked_softmax(x, None, axis)
+
+
+def twin_soft_lookup_by_attention(query, keys, values, temperature=1.0):
+    # lesson 02's attention divides by sqrt(d_k): undo it, divide by the temperature
+    query = np.asarray(query, dtype=float)
+    scaled = query[None] * np.sqrt(query.shape[-1]) / temperature
+    return qkv.attention.attention_weights(scaled, keys)[0], qkv.attention.attention(scaled, keys, values)[0]
+''', {"twin_softmax_by_log_softmax": "softmax", "twin_softmax_by_masked_softmax": "softmax",
+      "twin_soft_lookup_by_attention": "soft_lookup"}),
+    "02": ('''
+import qkv.cost
+import qkv.heads
+
+
+def twin_attention_by_gqa(Q, K, V, mask=None):
+    # lesson 05's grouped-query weights with one head (its attention wants d_v = d_k)
+    Q, K = (np.asarray(a, dtype=float)[None] for a in (Q, K))
+    return qkv.heads.grouped_query_weights(Q, K, mask)[0] @ np.asarray(V, dtype=float)
+
+
+def twin_attention_by_chunks(Q, K, V, mask=None):
+    return qkv.cost.chunked_attention(Q, K, V, len(K))
+
+
+def twin_attention_weights_by_gqa(Q, K, mask=None):
+    Q, K = (np.asarray(a, dtype=float)[None] for a in (Q, K))
+    return qkv.heads.grouped_query_weights(Q, K, mask)[0]
+''', {"twin_attention_by_gqa": "attention", "twin_attention_by_chunks": "attention",
+      "twin_attention_weights_by_gqa": "attention_weights"}),
+    "07": ('''
+import qkv.attention
+import qkv.checks.lesson07
+import qkv.cost
+import qkv.heads
+import qkv.masking
+
+
+def twin_attention_step_by_gqa(q_new, k_cache, v_cache):
+    # lesson 05's grouped-query attention (a handout): what the issue allows
+    return qkv.heads.grouped_query_attention(q_new, k_cache, v_cache)
+
+
+def twin_chunked_attention_by_full_attention(Q, K, V, chunk):
+    # the handout's attention: the right numbers, from the whole score matrix
+    return qkv.attention.attention(Q, K, V)
+
+
+def twin_causal_chunked_attention_by_full_attention(Q, K, V, chunk):
+    T = len(Q)
+    return (qkv.attention.attention(Q, K, V, qkv.masking.causal_mask(T)),
+            qkv.cost.causal_block_counts(T, chunk)[0])
+
+
+def twin_chunked_attention_by_online_update(Q, K, V, chunk):
+    # the reference's own step, beside its stub in qkv.cost
+    Q, K, V = np.asarray(Q), np.asarray(K), np.asarray(V)
+    dtype = np.result_type(Q, K, V)
+    scale = dtype.type(1 / np.sqrt(Q.shape[1]))
+    state = qkv.cost._online_softmax_state(Q.shape[0], V.shape[1], dtype)
+    for start in range(0, K.shape[0], chunk):
+        state = qkv.cost._online_softmax_update(state, (Q @ K[start:start + chunk].T) * scale, V[start:start + chunk])
+    return state[2] / state[1]
+
+
+def twin_causal_chunked_attention_by_mistake_engine(Q, K, V, chunk):
+    # lesson 07's own catalogue: its engine with no mistake switched on
+    return (qkv.checks.lesson07._online(Q, K, V, chunk, causal=True),
+            qkv.cost.causal_block_counts(len(Q), chunk)[0])
+''', {"twin_attention_step_by_gqa": "attention_step",
+      "twin_chunked_attention_by_full_attention": "chunked_attention",
+      "twin_causal_chunked_attention_by_full_attention": "causal_chunked_attention",
+      "twin_chunked_attention_by_online_update": "chunked_attention",
+      "twin_causal_chunked_attention_by_mistake_engine": "causal_chunked_attention"}),
+}
+
+
+def open_lessons(week):
+    released, handouts = WEEKS[week]
+    return [slug for slug in released if slug not in handouts]
+
+
+@functools.cache
+def exercises(slug):
+    return probe.exercises(slug)
+
+
+@functools.cache
+def graded_functions(week):
+    """{student's function name: (lesson slug, dotted name of the edition's function)} for the open lessons' exercises
+    (every function a hidden test takes), from the edition's own rule of what it withholds."""
+    released, handouts = WEEKS[week]
+    withheld = library.withheld_functions(released, handouts)
+    found = {}
+    for slug in open_lessons(week):
+        number = qkv.lessons.lesson(slug).number
+        for exercise in exercises(slug):
+            for argument in exercise.arguments:
+                dotted = [d for d, w in withheld.items() if d.rpartition(".")[2] == argument and w.lesson == number]
+                assert len(dotted) == 1, (slug, argument, dotted)
+                found[argument] = (slug, dotted[0])
+    return found
+
+
+def _function_node(path, name):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name)
+
+
+def pasted_source(folder, week):
+    """(source, {pasted function: exercise argument it stands for}) of what a student of `week` pastes."""
+    parts, meant = [HEADER], {}
+    for argument, (_, dotted) in graded_functions(week).items():
+        module, _, name = dotted.rpartition(".")
+        path = pathlib.Path(folder, *module.split(".")).with_suffix(".py")
+        text = path.read_text(encoding="utf-8")
+        node = _function_node(path, name)
+        stub = ast.get_source_segment(text, node).replace(f"def {name}(", f"def stub_{name}(", 1)
+        arguments = node.args
+        call = [a.arg for a in (*arguments.posonlyargs, *arguments.args)]
+        call += [f"*{arguments.vararg.arg}"] if arguments.vararg else []
+        call += [f"{a.arg}={a.arg}" for a in arguments.kwonlyargs]
+        call += [f"**{arguments.kwarg.arg}"] if arguments.kwarg else []
+        wrapper = (f"def calls_{name}({ast.unparse(arguments)}):\n"
+                   f"    return {module}.{name}({', '.join(call)})\n")
+        parts += [f"import {module}\n", stub + "\n", wrapper]
+        meant.update({f"stub_{name}": argument, f"calls_{name}": argument})
+    twins, stands_for = TWINS[week]
+    parts.append(twins)
+    meant.update(stands_for)
+    return "\n\n".join(parts), meant
+
+
+@pytest.fixture(scope="module", params=sorted(WEEKS))
+def week(request, tmp_path_factory):
+    """(week, edition folder, pasted source, {pasted name: argument}, probe report): one build and one probe each."""
+    released, handouts = WEEKS[request.param]
+    folder = tmp_path_factory.mktemp(f"edition{request.param}")
+    library.build_student_library(folder, released, handouts)
+    source, meant = pasted_source(folder, request.param)
+    report = probe.run(str(folder), open_lessons(request.param), pasted=source)
+    return request.param, folder, source, meant, report
+
+
+def test_nothing_in_the_edition_or_pasted_from_it_passes_an_open_exercise(week):
+    name, folder, _, _, report = week
+    assert report.qkv_file.startswith(os.path.realpath(folder) + os.sep), report.qkv_file
+    unexpected = [p for p in report.passing if p not in ALLOWED]
+    assert not unexpected, (f"in lesson {name}'s week ({' '.join(open_lessons(name))} open) these answer an open "
+                            f"exercise: " + "; ".join(map(str, unexpected)))
+
+
+def test_the_probe_judged_every_exercise_and_its_controls_passed(week):
+    name, _, _, _, report = week
+    labels = {f"{slug} {e.label(i)}" for slug in open_lessons(name) for e in exercises(slug)
+              for i in range(len(e.arguments))}
+    assert set(report.tried) == labels, report.tried
+    assert all(count > 0 for count in report.tried.values()), report.tried
+    assert not report.not_probed and not report.import_failures, (report.not_probed, report.import_failures)
+    assert all(why is None for why in {**report.controls_before, **report.controls_after}.values()), report
+
+
+def test_each_pasted_function_fits_the_exercise_it_stands_for(week):
+    """So the probe tried it there: a signature that does not bind the hidden test's first call is never tried."""
+    name, _, source, meant, _ = week
+    namespace = {}
+    exec(compile(source, "<pasted>", "exec"), namespace)  # defines only: nothing is called
+    first_calls = {(e.lesson, a): e.first_calls[i] for slug in open_lessons(name) for e in exercises(slug)
+                   for i, a in enumerate(e.arguments)}
+    for function, argument in meant.items():
+        signature = [[p.name, int(p.kind), p.default is not p.empty]
+                     for p in inspect.signature(namespace[function]).parameters.values()]
+        calls = [call for (_, arg), call in first_calls.items() if arg == argument]
+        assert calls and all(probe.fits(signature, call) for call in calls), (function, argument, calls)
+
+
+def test_what_passes_by_the_issues_leave_is_a_handouts_own_code(week):
+    """The allowance is read against the week: each allowed candidate is the code of a lesson handed out that week.
+    Lesson 05's grouped-query attention is found answering lesson 07's attention_step (the allowance is not stale)."""
+    name, _, _, _, report = week
+    released, handouts = WEEKS[name]
+    for passing in report.passing:
+        if passing in ALLOWED:
+            assert code_of(passing.candidate) in handouts, (passing, ALLOWED[passing])
+    if name == "07":
+        assert probe.Passing("qkv.heads.grouped_query_attention", *_STEP) in report.passing
+        assert probe.Passing("pasted.twin_attention_step_by_gqa", *_STEP) in report.passing
+
+
+def test_what_is_pasted_is_what_the_edition_holds(week):
+    """The pasted stub is the edition's own text of the function (its replay stub), the wrapper calls the edition's
+    function; in lesson 01's week lesson 06's log_softmax, through which issue 34's twin computes softmax, is a stub."""
+    name, folder, source, meant, _ = week
+    assert set(meant.values()) == set(graded_functions(name))
+    for _, dotted in graded_functions(name).values():
+        module, _, function = dotted.rpartition(".")
+        assert f"def stub_{function}(" in source and f"_answer({dotted!r}" in source, dotted
+        assert f"    return {module}.{function}(" in source, dotted
+    if name == "01":
+        assert "def calls_softmax(x, axis=-1):\n    return qkv.attention.softmax(x, axis)\n" in source
+        node = _function_node(pathlib.Path(folder, "qkv", "sinks.py"), "log_softmax")
+        assert "_answer('qkv.sinks.log_softmax'" in ast.unparse(node) and len(node.body) <= 3, ast.unparse(node)
+
+
+def test_the_twins_the_probe_found_are_stubs_in_the_edition(week):
+    """What the probe found answering an open exercise besides GRADED_REFERENCES, now withheld: the engines of lesson
+    02's and 07's catalogues of mistakes (library.TWINS) and the private functions only withheld references call
+    (qkv.cost._online_softmax_update, the heart of chunked_attention, which no exercise's signature fits: only a
+    student's composition finds it). Checked on the edition's text too, so a probe that missed one would not hide it."""
+    name, folder, *_ = week
+    released, handouts = WEEKS[name]
+    withheld = library.withheld_functions(released, handouts)
+    expected = [dotted for slug in open_lessons(name) for dotted in library.TWINS.get(slug, ())]
+    if name == "07":
+        expected += ["qkv.cost._online_softmax_update", "qkv.cost._online_softmax_state"]
+    for dotted in expected:
+        module, _, function = dotted.rpartition(".")
+        assert dotted in withheld, dotted
+        node = _function_node(pathlib.Path(folder, *module.split(".")).with_suffix(".py"), function)
+        assert f"_answer({dotted!r}" in ast.unparse(node) and len(node.body) <= 3, ast.unparse(node)
+
+
+# ---------------------------------------------------------------- the twins, with the full library, here
+
+def _twins_here():
+    namespace = {}
+    for week in TWINS:
+        exec(compile(HEADER + TWINS[week][0], f"<twins {week}>", "exec"), namespace)
+    return namespace
+
+
+def test_the_twins_are_twins_with_the_full_library():
+    """Each pasted twin computes its exercise's answer where nothing is withheld: it fails in an edition because what
+    it calls is withheld there, not because it is wrong."""
+    twins, rng = _twins_here(), np.random.default_rng(33)
+    x = rng.normal(size=(4, 5)) * 3
+    np.testing.assert_allclose(twins["twin_softmax_by_log_softmax"](x, 0), attention.softmax(x, 0))
+    np.testing.assert_allclose(twins["twin_softmax_by_masked_softmax"](x), attention.softmax(x))
+    q, K, V = rng.normal(size=3), rng.normal(size=(6, 3)), rng.normal(size=(6, 2))
+    from qkv import lookup
+    for got, expected in zip(twins["twin_soft_lookup_by_attention"](q, K, V, 0.3), lookup.soft_lookup(q, K, V, 0.3)):
+        np.testing.assert_allclose(got, expected)
+    Q, K, V = rng.normal(size=(3, 4)), rng.normal(size=(7, 4)), rng.normal(size=(7, 2))
+    for twin in ("twin_attention_by_gqa", "twin_attention_by_chunks"):
+        np.testing.assert_allclose(twins[twin](Q, K, V), attention.attention(Q, K, V), err_msg=twin)
+    np.testing.assert_allclose(twins["twin_attention_weights_by_gqa"](Q, K), attention.attention_weights(Q, K))
+    q, k, v = rng.normal(size=(6, 1, 4)), rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 4))
+    np.testing.assert_allclose(twins["twin_attention_step_by_gqa"](q, k, v), cost.attention_step(q, k, v))
+    Q, K, V = rng.normal(size=(9, 4)), rng.normal(size=(9, 4)), rng.normal(size=(9, 3))
+    for twin in ("twin_chunked_attention_by_full_attention", "twin_chunked_attention_by_online_update"):
+        np.testing.assert_allclose(twins[twin](Q, K, V, 4), cost.chunked_attention(Q, K, V, 4), err_msg=twin)
+    for twin in ("twin_causal_chunked_attention_by_full_attention", "twin_causal_chunked_attention_by_mistake_engine"):
+        got, expected = twins[twin](Q, K, V, 4), cost.causal_chunked_attention(Q, K, V, 4)
+        np.testing.assert_allclose(got[0], expected[0], err_msg=twin)
+        assert got[1] == expected[1], twin
+    assert heads and masking and sinks  # the modules the twins reach, imported here as in the kernel
+
+
+def test_a_full_matrix_chunked_attention_fails_lesson_07s_hidden_tests_on_memory_alone():
+    """What the handout's full attention gives lesson 07's chunked exercises: right numbers, no points, because the
+    memory check is in the same hidden test (one cell, all or nothing). Plain numpy here (a call of qkv's reference
+    from a student's function is refused in this process), so the memory check is what says no."""
+    from qkv_grading import lesson07 as hidden
+
+    def full(Q, K, V, chunk):
+        scores = np.asarray(Q) @ np.asarray(K).T / np.sqrt(np.shape(Q)[1])
+        weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+        return (weights / weights.sum(axis=1, keepdims=True)) @ np.asarray(V)
+
+    def causal(Q, K, V, chunk):
+        T = len(Q)
+        scores = np.asarray(Q) @ np.asarray(K).T / np.sqrt(np.shape(Q)[1])
+        scores = np.where(np.tri(T, dtype=bool), scores, -np.inf)
+        weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+        blocks = -(-T // chunk)  # those on and below the diagonal (cost.causal_block_counts is refused here)
+        return (weights / weights.sum(axis=1, keepdims=True)) @ np.asarray(V), blocks * (blocks + 1) // 2
+
+    for test, student in ((hidden.chunked_attention, full), (hidden.causal_chunked_attention, causal)):
+        with pytest.raises(Hint, match="allocated"):
+            test(student)
+
