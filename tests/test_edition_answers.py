@@ -1,8 +1,9 @@
 """The student edition answers no open exercise (issue 33, item 2), found by running the hidden tests.
 
-Three student builds of qkv (qkv_edition.library.build_student_library), each built once for the module:
+Four student builds of qkv (qkv_edition.library.build_student_library), each built once for the module:
 - lesson 01's week: LESSONS=01-lookup (01 open, every later lesson unreleased);
 - lesson 02's week: LESSONS=01-lookup,02-by-hand HANDOUTS=01-lookup (02 open);
+- lesson 05's week: LESSONS=01..05, HANDOUTS=01..04 (05 open: its checks' grouped-query engine, `_gqa`, is a twin);
 - lesson 07's week: every lesson released, HANDOUTS=01-lookup,...,06-sinks (07 open).
 Each is probed once (qkv_edition.probe: every function, method and catalogued callable of its qkv whose parameters
 fit, tried as the student's answer to every hidden test of its open lessons, in a sandboxed kernel whose qkv is the
@@ -47,6 +48,7 @@ SLUGS = [row.slug for row in qkv.lessons.LESSONS]
 WEEKS = {  # name -> (LESSONS, HANDOUTS)
     "01": (SLUGS[:1], []),
     "02": (SLUGS[:2], SLUGS[:1]),
+    "05": (SLUGS[:5], SLUGS[:4]),
     "07": (SLUGS, SLUGS[:6]),
 }
 
@@ -135,6 +137,14 @@ def twin_attention_weights_by_gqa(Q, K, mask=None):
     return qkv.heads.grouped_query_weights(Q, K, mask)[0]
 ''', {"twin_attention_by_gqa": "attention", "twin_attention_by_chunks": "attention",
       "twin_attention_weights_by_gqa": "attention_weights"}),
+    "05": ('''
+import qkv.checks.lesson05
+
+
+def twin_gqa_by_mistake_engine(q, k, v, mask=None):
+    # lesson 05's own catalogue: its engine with no mistake switched on
+    return qkv.checks.lesson05._gqa(q, k, v, mask)
+''', {"twin_gqa_by_mistake_engine": "grouped_query_attention"}),
     "07": ('''
 import qkv.attention
 import qkv.checks.lesson07

@@ -54,6 +54,7 @@ def rows(names):
 # mistake switched on, each is the answer (and so are the catalogue's entries built on it, once it is a stub).
 TWINS = {
     "02-by-hand": ("qkv.checks.lesson02._raw",),
+    "05-heads": ("qkv.checks.lesson05._gqa",),
     "07-cost": ("qkv.checks.lesson07._step", "qkv.checks.lesson07._appended", "qkv.checks.lesson07._online"),
 }
 

@@ -163,28 +163,31 @@ def multi_head_attention(student_mha):
 
 # ---------------------------------------------------------------- grouped_query_attention
 
-def _gqa(q, k, v, mask=None, kv_index=None, scale_width=None, use_mask=True):
-    """Grouped-query attention with one thing changed, to recognise a mistake."""
+def _gqa(q, k, v, mask=None, grouping="repeat", scale="d_head", use_mask=True):
+    """Grouped-query attention with one thing changed, to recognise a mistake. Its arguments are plain data, so that
+    the student edition can record it and withhold it while lesson 05 is open (qkv_edition.library.TWINS): with
+    nothing changed it is the answer."""
     q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))
     n_q, n_kv = q.shape[0], k.shape[0]
-    index = np.arange(n_q) // (n_q // n_kv) if kv_index is None else kv_index(np.arange(n_q), n_q, n_kv)
-    width = q.shape[-1] if scale_width is None else scale_width(q)
+    heads = np.arange(n_q)
+    index = {"repeat": heads // (n_q // n_kv), "tile": heads % n_kv, "divided by H_kv": heads // n_kv}[grouping]
+    width = {"d_head": q.shape[-1], "model": q.shape[0] * q.shape[-1], "none": 1.0}[scale]
     weights = ref_attention.masked_softmax(q @ k[index].swapaxes(-1, -2) / np.sqrt(width),
                                            mask if use_mask else None)
     return weights @ v[index]
 
 
 GROUPED_QUERY_ATTENTION_MISTAKES = [
-    (lambda *a, **k: _gqa(*a, **k, kv_index=lambda h, n_q, n_kv: h % n_kv),
+    (lambda *a, **k: _gqa(*a, **k, grouping="tile"),
      "query head h used key/value head h % H_kv (what np.tile gives: 0, 1, 2, 0, 1, 2, ...). Consecutive query "
      "heads form a group: head h reads key/value head h // (H_q // H_kv), which is what np.repeat gives "
      "(0, 0, 1, 1, 2, 2, ...)."),
-    (lambda *a, **k: _gqa(*a, **k, kv_index=lambda h, n_q, n_kv: h // n_kv),
+    (lambda *a, **k: _gqa(*a, **k, grouping="divided by H_kv"),
      "query head h used key/value head h // H_kv; the divisor is the group size H_q // H_kv."),
-    (lambda *a, **k: _gqa(*a, **k, scale_width=lambda q: q.shape[0] * q.shape[-1]),
+    (lambda *a, **k: _gqa(*a, **k, scale="model"),
      "the scores are divided by sqrt(H_q * d_head), the model's width. Each head compares d_head-dimensional "
      "vectors, so divide by sqrt(d_head)."),
-    (lambda *a, **k: _gqa(*a, **k, scale_width=lambda q: 1.0),
+    (lambda *a, **k: _gqa(*a, **k, scale="none"),
      "the scores are not scaled: divide q @ k^T by sqrt(d_head) before the softmax."),
     (lambda *a, **k: _gqa(*a, **k, use_mask=False),
      "the result does not depend on the mask: pass `mask` to masked_softmax so masked keys get weight 0."),
