@@ -223,19 +223,7 @@ def _conflicts(released, handouts, library_folder=ROOT / "source_lib" / "qkv"):
     return edition_build.conflicts(tuple(released), tuple(handouts), library_index(library_folder), paths.notebooks)
 
 
-def known_gap(number):
-    """xfail, with the reason, where the usual term's lesson reaches its own exercise by another way than its checks
-    (a handout's tool that calls it): the edition can only answer what the checks ask."""
-    found = [c for c in _conflicts(*usual_term(number)) if c.own]
-    if not found:
-        return []
-    return [pytest.mark.xfail(strict=False, reason="; ".join(
-        f"lesson {c.lesson.slug}'s notebook reaches its own exercise {c.function} through {' -> '.join(c.path)}, "
-        "which the edition answers only for the checks: the library must let that tool run without it" for c in found))]
-
-
-@pytest.mark.parametrize("number", [pytest.param(row.number, marks=known_gap(row.number), id=row.slug)
-                                    for row in LESSONS])
+@pytest.mark.parametrize("number", [pytest.param(row.number, id=row.slug) for row in LESSONS])
 def test_the_usual_term_of_every_lesson_is_accepted(number):
     found = _conflicts(*usual_term(number))
     assert not found, edition_build.refusal(found, *usual_term(number), lambda handouts: found)
@@ -285,31 +273,6 @@ def test_binder_finds_the_editions_configuration_and_its_badge_opens_the_first_l
 
 # ---------------------------------------------------------------- item 4: every lesson runs in its edition
 
-def model_runs_graded_functions():
-    """Does qkv.model or qkv.kv_cache still refer to a lesson's graded function? (The MODEL helper's change, in
-    progress, runs SmolLM2 with internal code instead.)"""
-    library = library_index()
-    graded = set().union(*(edition_build.graded_references(row.slug) for row in LESSONS))
-    used = set()
-    for module in ("qkv.model", "qkv.kv_cache"):
-        for name in library.modules[module].symbols:
-            used |= library.references(f"{module}.{name}")
-    return sorted(used & graded)
-
-
-MODEL_GRADED = model_runs_graded_functions()
-
-
-def notebook_cases():
-    for row in LESSONS:
-        marks = known_gap(row.number)
-        if row.uses_model and MODEL_GRADED:
-            marks.append(pytest.mark.xfail(strict=False, reason=(
-                "qkv.model/kv_cache still call graded functions (" + ", ".join(MODEL_GRADED) + "), which an open "
-                "lesson's edition withholds: the MODEL helper's change (SmolLM2 without any exercise) is in progress")))
-        yield pytest.param(row.number, marks=marks, id=row.slug)
-
-
 def solved(edition_notebook, lesson):
     """The edition's notebook with each autograded answer cell's source replaced by the solution's (by grade_id)."""
     answers = {grade_id(c): c.source for c in read(lesson.slug, SOLUTIONS).cells
@@ -324,7 +287,7 @@ def solved(edition_notebook, lesson):
     return notebook
 
 
-@pytest.mark.parametrize("number", list(notebook_cases()))
+@pytest.mark.parametrize("number", [pytest.param(row.number, id=row.slug) for row in LESSONS])
 def test_every_lesson_runs_in_its_edition_with_the_solutions_answers(edition, number):
     folder = edition(number)
     lesson = qkv.lessons.lesson(number)

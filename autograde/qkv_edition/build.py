@@ -296,14 +296,8 @@ def notebook_uses(notebook_path, library):
 class Conflict(NamedTuple):
     lesson: object      # the released lesson that needs the function
     function: str       # qkv.attention.softmax
-    owners: tuple       # the lessons, not handouts, that withhold it (the lesson itself for its own exercise)
+    owners: tuple       # the lessons, not handouts, that withhold it
     path: tuple         # how the lesson reaches it: (what its notebook uses, ..., the function)
-
-    @property
-    def own(self):
-        """The lesson's own exercise, reached from its notebook by another way than its checks: no handout can
-        supply it (the lesson would no longer be open)."""
-        return self.owners == (self.lesson,)
 
 
 def removed_checks(released, handouts, library):
@@ -320,9 +314,13 @@ def _is_checks(name):
 
 def conflicts(released, handouts, library, notebooks_folder):
     """For every released lesson, each thing it needs that the edition will not hold whole: a function another
-    lesson (not a handout) withholds, or the checks of a lesson that is not in the edition; and a function of its
-    own exercises that its notebook reaches by another way than its checks (the edition answers only what the
-    checks ask, from their fixtures)."""
+    lesson (not a handout) withholds, or the checks of a lesson that is not in the edition.
+
+    A lesson's own exercises are not counted: its checks reach them (the fixtures answer those calls), and a tool of
+    an earlier lesson may reach them on a path the notebook does not take (lesson 02's self_attention reaches
+    lesson 04's masked_softmax only with a mask), which reading the source cannot tell. Whether each lesson's
+    notebook runs in its edition is run, not read: tests/test_edition.py runs every lesson's solution answers in the
+    edition of its usual term."""
     from qkv_edition.library import withheld_functions, withholds  # the student build's own rule of what becomes a stub
 
     # a lesson's own: its GRADED_REFERENCES and its twins (its checks reach those, and its fixtures answer them)
@@ -341,10 +339,6 @@ def conflicts(released, handouts, library, notebooks_folder):
         for module in sorted(set(how) & missing):
             number = re.match(r"qkv\.checks\.lesson(\d+)", module).group(1)
             found.append(Conflict(lesson, module, (qkv.lessons.lesson(number),), how[module]))
-        besides_checks = library.reachable([r for r in roots if not _is_checks(r)],
-                                           stop=lambda name: name in stubs or _is_checks(name))
-        for function in sorted(set(besides_checks) & stubs & own):
-            found.append(Conflict(lesson, function, (lesson,), besides_checks[function]))
     return found
 
 
@@ -365,24 +359,16 @@ def refusal(found, released, handouts, still_missing):
                 use += f", which uses {c.path[-1]}"
                 if len(c.path) > 2:
                     use += " (through " + " -> ".join(c.path[1:-1]) + ")"
-            if c.own:
-                lines.append(f"  - {use}: an exercise of lesson {lesson.slug} itself, which this edition answers only "
-                             "for its checks. No HANDOUTS can fix this while the lesson is open: the library must let "
-                             f"{c.path[-2] if len(c.path) > 1 else 'the notebook'} run without it (as qkv.model runs "
-                             "without the lessons' graded functions), or the notebook must use the student's own.")
-            elif _is_checks(c.function):
+            if _is_checks(c.function):
                 lines.append(f"  - {use}: the checks of lesson {_names(c.owners)}, which this edition leaves out.")
             elif len(c.owners) == 1:
                 lines.append(f"  - {use}: an exercise of lesson {c.owners[0].slug}, which is not a handout.")
             else:
                 lines.append(f"  - {use}: an exercise of lessons {_names(c.owners)}, none of them a handout.")
-    fixable = [c for c in found if not c.own]
-    if not fixable:
-        return "\n".join(lines)
     # the fewest handouts, earliest lessons first (they close first), that leave nothing missing that they can fix
     suggested = set(handouts)
     for _ in qkv.lessons.LESSONS:
-        left = [c for c in still_missing(tuple(sorted(suggested))) if not c.own]
+        left = still_missing(tuple(sorted(suggested)))
         if not left:
             break
         for c in left:
@@ -391,7 +377,7 @@ def refusal(found, released, handouts, still_missing):
     added = sorted(suggested - set(handouts))
     lines.append(f"Add {_names(added)} to HANDOUTS (HANDOUTS={','.join(row.slug for row in sorted(suggested))}) "
                  f"once {'that lesson is' if len(added) == 1 else 'those lessons are'} closed: a handout's reference "
-                 f"code ships as-is. Or leave {_names(sorted({c.lesson for c in fixable}))} out of LESSONS.")
+                 f"code ships as-is. Or leave {_names(sorted({c.lesson for c in found}))} out of LESSONS.")
     return "\n".join(lines)
 
 
