@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from lessons import copy_course, grade_id, hand_in, solved_release
+from test_lesson01 import VARIANTS
 
 LESSON = "01-lookup"
 BIN = pathlib.Path(sys.executable).parent
@@ -95,15 +96,7 @@ SHARED_ANSWER = {
     except KeyError:
         raise KeyError(f"no key equals {list(query)} </pre><script>alert(1)</script>") from None
 """,
-    "softmax": """def softmax(x, axis=-1):
-    x = np.moveaxis(np.array(x, dtype=float), axis, -1)
-    out = np.empty_like(x)
-    for index in np.ndindex(x.shape[:-1]):
-        row = x[index]
-        e = [np.exp(v - max(row)) for v in row]
-        out[index] = [v / sum(e) for v in e]
-    return np.moveaxis(out, -1, axis)
-""",
+    "softmax": VARIANTS["softmax"]["loops over slices"].lstrip(),  # a right answer nobody else in the class writes
     "soft_lookup": """def soft_lookup(query, keys, values, temperature=1.0):
     scores = np.array([sum(k_i * q_i for k_i, q_i in zip(k, query)) for k in keys]) / temperature
     w = softmax(scores)

@@ -237,6 +237,12 @@ def _edit_test_cell(nb):
     return with_cell(nb, "test_softmax", "pass  # nothing to see here", replace=True)
 
 
+def with_fast_limits(instructor):
+    """The same short limits as FAST, through the course's config (where make grade reads them)."""
+    with (instructor / "nbgrader_config.py").open("a") as config:
+        config.write("\n" + "\n".join(f"c.{flag[2:].replace('=', ' = ')}" for flag in FAST) + "\n")
+
+
 ROUTES = {"nbgrader autograde": "README's manual route: stock nbgrader, a fresh kernel per submission",
           "make grade": "python -m qkv_autograde with one worker: kernels forked from one warm template"}
 
@@ -245,9 +251,8 @@ ROUTES = {"nbgrader autograde": "README's manual route: stock nbgrader, a fresh 
 def graded_class(tmp_path_factory, request):
     instructor = copy_course(tmp_path_factory.mktemp("course"))
     course = instructor.parent
-    if request.param == "make grade":  # the same short limits as FAST, through the course's config
-        with (instructor / "nbgrader_config.py").open("a") as config:
-            config.write("\n" + "\n".join(f"c.{flag[2:].replace('=', ' = ')}" for flag in FAST) + "\n")
+    if request.param == "make grade":
+        with_fast_limits(instructor)
     run("generate_assignment", LESSON, "--force", cwd=instructor)
     listener = Listener()
     students = hostile_class(course, listener.port)

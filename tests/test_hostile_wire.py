@@ -20,7 +20,7 @@ import time
 import pytest
 
 from lessons import copy_course, hand_in, solved_release
-from test_grading_sandbox import BIN, ENV, FAST, FULL, LESSON, POINTS, ROUTES, run, with_cell
+from test_grading_sandbox import BIN, ENV, FAST, FULL, LESSON, POINTS, ROUTES, run, with_cell, with_fast_limits
 
 pytestmark = pytest.mark.grading_class
 
@@ -122,8 +122,7 @@ def graded(tmp_path_factory, request):
     instructor = copy_course(tmp_path_factory.mktemp("course"))
     markers = tmp_path_factory.mktemp("markers")  # outside the course and outside every sandbox
     if request.param == "make grade":
-        with (instructor / "nbgrader_config.py").open("a") as config:
-            config.write("\n" + "\n".join(f"c.{flag[2:].replace('=', ' = ')}" for flag in FAST) + "\n")
+        with_fast_limits(instructor)
     run("generate_assignment", LESSON, "--force", cwd=instructor)
     students = attackers(markers)
     for student, (notebook, _, _) in students.items():

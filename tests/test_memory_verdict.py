@@ -15,7 +15,7 @@ import pytest
 
 from lessons import copy_course, hand_in, read, solved_release
 from qkv import checking
-from test_grading_sandbox import ENV, FAST, run, with_cell
+from test_grading_sandbox import ENV, run, with_cell, with_fast_limits
 from test_wire import scripted_kernel
 
 from qkv_autograde import kernel_memory, student_kernel  # noqa: E402 (test_wire puts autograde/ on the path)
@@ -91,8 +91,7 @@ def test_a_call_nothing_outside_the_kernel_can_measure_gets_no_memory_verdict(mo
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     instructor = copy_course(tmp_path_factory.mktemp("course"))
-    with (instructor / "nbgrader_config.py").open("a") as config:
-        config.write("\n" + "\n".join(f"c.{flag[2:].replace('=', ' = ')}" for flag in FAST) + "\n")
+    with_fast_limits(instructor)
     run("generate_assignment", LESSON, "--force", cwd=instructor)
     for student, source in (("naive", NAIVE), ("naivereset", NAIVE_RESET)):
         hand_in(instructor, LESSON, student, with_cell(solved_release(LESSON), "chunked_attention", source,

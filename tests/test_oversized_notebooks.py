@@ -18,7 +18,7 @@ import nbformat
 import pytest
 
 from lessons import copy_course, hand_in, solved_release
-from test_grading_sandbox import ENV, FAST, FULL, LESSON, run  # puts autograde/ on sys.path
+from test_grading_sandbox import ENV, FULL, LESSON, run, with_fast_limits  # puts autograde/ on sys.path
 from test_hostile_wire import GraderMemory
 
 from qkv_autograde import submissions
@@ -41,8 +41,7 @@ def at_the_limits(max_bytes, max_items, over=False):
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     instructor = copy_course(tmp_path_factory.mktemp("course"))
-    with (instructor / "nbgrader_config.py").open("a") as config:
-        config.write("\n" + "\n".join(f"c.{flag[2:].replace('=', ' = ')}" for flag in FAST) + "\n")
+    with_fast_limits(instructor)
     run("generate_assignment", LESSON, "--force", cwd=instructor)
     limits = submissions.NotebookLimits()
     heavy = at_the_limits(limits.max_bytes, limits.max_items)
