@@ -1,9 +1,10 @@
 """The student edition answers no open exercise (issue 33, item 2), found by running the hidden tests.
 
-Four student builds of qkv (qkv_edition.library.build_student_library), each built once for the module:
+Seven student builds of qkv (qkv_edition.library.build_student_library), each built once for the module, one for
+each lesson's usual week (LESSONS up to it, HANDOUTS up to the one before), so that every lesson is probed open:
 - lesson 01's week: LESSONS=01-lookup (01 open, every later lesson unreleased);
 - lesson 02's week: LESSONS=01-lookup,02-by-hand HANDOUTS=01-lookup (02 open);
-- lesson 05's week: LESSONS=01..05, HANDOUTS=01..04 (05 open: its checks' grouped-query engine, `_gqa`, is a twin);
+- lessons 03-06 likewise (in lesson 05's week its checks' grouped-query engine, `_gqa`, is a twin);
 - lesson 07's week: every lesson released, HANDOUTS=01-lookup,...,06-sinks (07 open).
 Each is probed once (qkv_edition.probe: every function, method and catalogued callable of its qkv whose parameters
 fit, tried as the student's answer to every hidden test of its open lessons, in a sandboxed kernel whose qkv is the
@@ -48,7 +49,10 @@ SLUGS = [row.slug for row in qkv.lessons.LESSONS]
 WEEKS = {  # name -> (LESSONS, HANDOUTS)
     "01": (SLUGS[:1], []),
     "02": (SLUGS[:2], SLUGS[:1]),
+    "03": (SLUGS[:3], SLUGS[:2]),
+    "04": (SLUGS[:4], SLUGS[:3]),
     "05": (SLUGS[:5], SLUGS[:4]),
+    "06": (SLUGS[:6], SLUGS[:5]),
     "07": (SLUGS, SLUGS[:6]),
 }
 
@@ -137,6 +141,8 @@ def twin_attention_weights_by_gqa(Q, K, mask=None):
     return qkv.heads.grouped_query_weights(Q, K, mask)[0]
 ''', {"twin_attention_by_gqa": "attention", "twin_attention_by_chunks": "attention",
       "twin_attention_weights_by_gqa": "attention_weights"}),
+    "03": ("", {}),  # nothing named by the issues: the probe's candidates and the stubs pasted above
+    "04": ("", {}),
     "05": ('''
 import qkv.checks.lesson05
 
@@ -145,6 +151,7 @@ def twin_gqa_by_mistake_engine(q, k, v, mask=None):
     # lesson 05's own catalogue: its engine with no mistake switched on
     return qkv.checks.lesson05._gqa(q, k, v, mask)
 ''', {"twin_gqa_by_mistake_engine": "grouped_query_attention"}),
+    "06": ("", {}),
     "07": ('''
 import qkv.attention
 import qkv.checks.lesson07
@@ -363,6 +370,9 @@ def test_the_twins_are_twins_with_the_full_library():
     np.testing.assert_allclose(twins["twin_attention_weights_by_gqa"](Q, K), attention.attention_weights(Q, K))
     q, k, v = rng.normal(size=(6, 1, 4)), rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 4))
     np.testing.assert_allclose(twins["twin_attention_step_by_gqa"](q, k, v), cost.attention_step(q, k, v))
+    q, mask = rng.normal(size=(6, 5, 4)), masking.causal_mask(5)
+    np.testing.assert_allclose(twins["twin_gqa_by_mistake_engine"](q, k, v, mask),
+                               heads.grouped_query_attention(q, k, v, mask))
     Q, K, V = rng.normal(size=(9, 4)), rng.normal(size=(9, 4)), rng.normal(size=(9, 3))
     for twin in ("twin_chunked_attention_by_full_attention", "twin_chunked_attention_by_online_update"):
         np.testing.assert_allclose(twins[twin](Q, K, V, 4), cost.chunked_attention(Q, K, V, 4), err_msg=twin)

@@ -54,7 +54,11 @@ def rows(names):
 # mistake switched on, each is the answer (and so are the catalogue's entries built on it, once it is a stub).
 TWINS = {
     "02-by-hand": ("qkv.checks.lesson02._raw",),
+    "04-masking": ("qkv.checks.lesson04._tril",),
     "05-heads": ("qkv.checks.lesson05._gqa",),
+    "06-sinks": ("qkv.checks.lesson06._norms", "qkv.checks.lesson06._window", "qkv.checks.lesson06._induction",
+                 # the diagonal and previous-token scores: each exercise's catalogue holds the other's answer
+                 "qkv.checks.lesson06._offset_score"),
     "07-cost": ("qkv.checks.lesson07._step", "qkv.checks.lesson07._appended", "qkv.checks.lesson07._online"),
 }
 
