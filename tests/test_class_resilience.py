@@ -97,14 +97,7 @@ SHARED_ANSWER = {
         raise KeyError(f"no key equals {list(query)} </pre><script>alert(1)</script>") from None
 """,
     "softmax": VARIANTS["softmax"]["loops over slices"].lstrip(),  # a right answer nobody else in the class writes
-    "soft_lookup": """def soft_lookup(query, keys, values, temperature=1.0):
-    scores = np.array([sum(k_i * q_i for k_i, q_i in zip(k, query)) for k in keys]) / temperature
-    w = softmax(scores)
-    out = np.zeros(len(values[0]))
-    for weight, value in zip(w, values):
-        out += weight * np.asarray(value)
-    return w, out
-""",
+    "soft_lookup": VARIANTS["soft_lookup"]["loops"].lstrip(),
 }
 
 
