@@ -49,6 +49,20 @@ def test_gqa_is_multi_head_attention_on_repeated_key_value_heads():
     assert list(np.repeat(np.arange(3), 3)) != list(np.tile(np.arange(3), 3))  # the mutant really differs
 
 
+def test_gqa_values_may_be_wider_or_narrower_than_the_keys_as_its_shape_comment_says():
+    # [H_kv, T_k, d_v] with d_v != d_head, as PyTorch's scaled_dot_product_attention(enable_gqa=True) allows
+    rng = np.random.default_rng(2)
+    q, k = rng.normal(size=(4, 3, 5)), rng.normal(size=(2, 6, 5))
+    for d_v in (2, 7):
+        v = rng.normal(size=(2, 6, d_v))
+        out = heads.grouped_query_attention(q, k, v)
+        assert out.shape == (4, 3, d_v)
+        for h in range(4):
+            assert np.allclose(out[h], attention.attention(q[h], k[h // 2], v[h // 2]))
+    with pytest.raises(ValueError, match=r"k \(2, 6, 5\) and v \(2, 5, 5\) must have the same heads and keys"):
+        heads.grouped_query_attention(q, k, rng.normal(size=(2, 5, 5)))
+
+
 def test_seed_widths_split_into_heads_of_64_and_smollm2_reads_its_own():
     assert heads.GPT2_SMALL.n_heads * heads.GPT2_SMALL.d_head == heads.GPT2_SMALL.d_model == 768
     assert heads.QWEN25_05B.n_heads * heads.QWEN25_05B.d_head == heads.QWEN25_05B.d_model == 896

@@ -6,7 +6,7 @@ hide a 2.5). Each case below was accepted, or named the wrong argument, before t
 import numpy as np
 import pytest
 
-from qkv import cost, heads, kv_cache, masking, model, scaling, sinks
+from qkv import attention, cost, heads, kv_cache, masking, model, scaling, sinks
 
 CACHE = (np.zeros((2, 6, 4)), np.zeros((2, 6, 4)))
 QKV = (np.zeros((3, 4)), np.zeros((3, 4)), np.zeros((3, 2)))
@@ -78,3 +78,23 @@ def test_the_model_takes_whole_numbers_and_token_ids_the_same_way():
             call()
         assert str(error.value) == message
     assert model.decode(smol, []) == ""          # an empty sequence of ids is still ids
+
+
+NON_BOOLEAN_MASKS = {  # each was cast to bool before: an additive mask came out inverted, 0 (visible) -> hidden
+    "additive": masking.additive_mask(masking.causal_mask(3)),
+    "float 0/1": masking.causal_mask(3).astype(float),
+    "int 0/1": masking.causal_mask(3).astype(int),
+}
+
+
+@pytest.mark.parametrize("kind", NON_BOOLEAN_MASKS)
+def test_attention_refuses_a_mask_that_is_not_boolean_as_the_model_does(kind):
+    mask = NON_BOOLEAN_MASKS[kind]
+    message = f"mask must be boolean (True where a query may attend a key); got dtype {mask.dtype}"
+    Q = np.arange(12.0).reshape(3, 4) / 10
+    with pytest.raises(ValueError) as error:
+        attention.attention(Q, Q, Q, mask=mask)
+    assert str(error.value) == message
+    with pytest.raises(ValueError) as error:
+        model.forward(model.load(), [1, 2, 3], mask=mask)
+    assert str(error.value) == message

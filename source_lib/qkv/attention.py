@@ -2,7 +2,8 @@
 
 Conventions used throughout qkv:
 - rows are queries, columns are keys: scores and weights are [..., n_q, n_k];
-- a mask is a boolean array broadcastable to [..., n_q, n_k], True where a query MAY attend a key;
+- a mask is a boolean array broadcastable to [..., n_q, n_k], True where a query MAY attend a key (any other
+  dtype is refused: an additive mask, 0 or -inf, cast to bool would be inverted);
 - a query whose keys are all masked out gets all-zero weights and a zero output, never NaN.
 Leading batch/head dimensions ("...") pass through every function unchanged.
 """
@@ -10,7 +11,7 @@ import math
 
 import numpy as np
 
-from qkv.shapes import as_float_array, require
+from qkv.shapes import as_float_array, boolean_mask, require
 
 
 def softmax(x, axis=-1):
@@ -27,7 +28,7 @@ def masked_softmax(scores, mask=None, axis=-1):
     scores = as_float_array(scores, "scores")
     if mask is None:
         return softmax(scores, axis=axis)
-    mask = np.asarray(mask, dtype=bool)
+    mask = boolean_mask(mask)
     try:
         mask = np.broadcast_to(mask, scores.shape)
     except ValueError:

@@ -20,7 +20,9 @@ def _check_gqa_shapes(q, k, v):
     q, k, v = as_float_array(q, "q"), as_float_array(k, "k"), as_float_array(v, "v")
     require(q.ndim == 3 and k.ndim == 3 and v.ndim == 3,
             f"q, k, v must be [heads, T, d_head]; got q {q.shape}, k {k.shape}, v {v.shape}")
-    require(k.shape == v.shape, f"k {k.shape} and v {v.shape} must have the same shape")
+    # v may be narrower or wider than k (d_v != d_head), as PyTorch's scaled_dot_product_attention allows
+    require(k.shape[:2] == v.shape[:2],
+            f"k {k.shape} and v {v.shape} must have the same heads and keys [H_kv, T_k, ...]")
     require(q.shape[2] == k.shape[2], f"q {q.shape} and k {k.shape} must have the same d_head")
     return q, k, v
 

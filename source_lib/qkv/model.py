@@ -34,7 +34,7 @@ from tokenizers import Tokenizer
 
 from qkv import fetch, gguf_weights, model_cache
 from qkv.fetch import GGUF_SHA256, is_verified, model_path
-from qkv.shapes import require, token_ids, whole_number
+from qkv.shapes import boolean_mask, require, token_ids, whole_number
 
 
 # --------------------------------------------------------------------------- containers
@@ -300,8 +300,7 @@ def _with_layer(attention, layer_index):
 
 
 def _check_mask(mask, T):
-    array = np.asarray(mask)
-    require(array.dtype == bool, f"mask must be boolean (True where a query may attend a key); got dtype {array.dtype}")
+    array = boolean_mask(mask)
     require(array.shape == (T, T), f"mask must be [T, T] = [{T}, {T}] for {T} tokens; got shape {array.shape}")
     return array
 

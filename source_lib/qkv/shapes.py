@@ -31,6 +31,15 @@ def whole_number(value, name, smallest=0):
     return int(value)
 
 
+def boolean_mask(mask, name="mask"):
+    # a mask is True where a query may attend a key. Casting any other dtype to bool would silently invert an
+    # additive mask (0 where visible -> False, -inf where hidden -> True), so only a boolean array is a mask
+    array = np.asarray(mask)
+    require(array.dtype == bool,
+            f"{name} must be boolean (True where a query may attend a key); got dtype {array.dtype}")
+    return array
+
+
 def token_ids(ids, vocab_size=None, context_length=None, name="ids", min_length=1):
     # a 1-D sequence of whole numbers -> int64 [T], each in [0, vocab_size) and T <= context_length when given
     array = np.asarray(ids)
