@@ -1,0 +1,104 @@
+"""An instructor's term with a Canvas class of lesson 01 (issue 35), graded ONCE by `make grade`'s route,
+`python -m qkv_autograde 01-lookup --submissions export.zip`, and read by every end-to-end test of the issue.
+
+Grading a class is slow and the suite must stay within 30 minutes, so a new end-to-end test of issue 35 reads the
+module-scoped `term` below (`--dist loadfile` keeps this module on one worker: the class is graded once) rather
+than grading a class of its own; a student it needs is added to `CLASS` in a small edit.
+
+The class, as Canvas's Submissions > Download names it (`<sortablename>_[LATE_]<user id>_<attachment id>_<file>`),
+with the course's config giving a penalty for a late submission (`c.LatePenalty.fraction`: Canvas marks LATE but
+gives no time) and the Canvas import's "Assignment name (id)" header of the lesson
+(`c.CanvasGrades.assignment_headers`).
+"""
+import os
+import pathlib
+import subprocess
+import sys
+from typing import NamedTuple
+
+import nbformat
+import pytest
+
+from lessons import copy_course, solved_release
+from test_class_intake import entry, make_zip
+from test_grading_sandbox import with_fast_limits
+
+LESSON = "01-lookup"
+NB = f"{LESSON}.ipynb"
+BIN = pathlib.Path(sys.executable).parent
+pytestmark = pytest.mark.grading_class
+
+DUE = (2026, 11, 5, 10, 0, 0)
+LATE_FRACTION = 0.5                                  # what a late submission loses, in the course's config
+CANVAS_HEADER = "Lesson 1: lookup (123456)"          # Canvas's "Assignment name (id)" of lesson 01
+EXTENSION_DAYS = 2                                   # granted with nbgrader's Gradebook.grant_extension
+PARTIAL = ["hard_lookup", "softmax"]                 # the cells the partial students solved
+
+# user id -> (Canvas's file name in the download, the cells solved: None = all, [] = blank)
+CLASS = {
+    "10001": (f"adaada_10001_500001_{NB}", None),              # perfect
+    "10002": (f"bobo_10002_500002_{NB}", []),                  # blank
+    "10003": (f"cycy_10003_500003_{NB}", PARTIAL),             # partial
+    "10004": (f"deedee_LATE_10004_500004_{NB}", None),         # perfect, marked late by Canvas
+    "10005": (f"smithjohn_10005_500005_{NB}", None),           # two students with the same display name
+    "10006": (f"smithjohn_10006_500006_{NB}", PARTIAL),
+    "10007": (f"eded_10007_500007_{NB}", []),                  # blank first ...
+    "10007-1": (f"eded_10007_500008_{LESSON}-1.ipynb", None),  # ... then Canvas's own resubmission name: perfect
+    "10008": (f"fayfay_LATE_10008_500009_{NB}", None),         # perfect, late by Canvas's mark, with an extension
+}
+EXTENDED = "10008"
+
+
+class Term(NamedTuple):
+    instructor: pathlib.Path    # the course's autograde/ folder, where make grade ran
+    stdout: str                 # what `python -m qkv_autograde` printed
+    stderr: str
+
+
+def env():
+    return dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", MPLBACKEND="Agg")
+
+
+def configure_the_term(instructor):
+    """The course config an instructor edits once a term: the late penalty and the Canvas column's header."""
+    with (instructor / "nbgrader_config.py").open("a") as config:
+        config.write(f"\nc.LatePenalty.fraction = {LATE_FRACTION}\n"
+                     f"c.CanvasGrades.assignment_headers = {{{LESSON!r}: {CANVAS_HEADER!r}}}\n")
+
+
+def set_due_date_and_extension(instructor):
+    """The due date, and nbgrader's extension for one student, set before grading as README says."""
+    import datetime
+
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{instructor}/gradebook.db") as gb:
+        gb.update_or_create_assignment(LESSON, duedate=datetime.datetime(*DUE))
+        gb.update_or_create_student(EXTENDED)
+        gb.update_or_create_submission(LESSON, EXTENDED)   # nbgrader keeps an extension on the submission
+        gb.grant_extension(LESSON, EXTENDED, days=EXTENSION_DAYS)
+
+
+def canvas_download(path):
+    entries = []
+    for attachment, (name, solved) in enumerate(CLASS.values()):
+        notebook = nbformat.writes(solved_release(LESSON, solved)).encode()
+        entries.append(entry(name, notebook, date=(2026, 11, 1, 9, attachment, 0)))
+    return make_zip(path, entries)
+
+
+@pytest.fixture(scope="module")
+def term(tmp_path_factory):
+    parent = tmp_path_factory.mktemp("term")
+    instructor = copy_course(parent)
+    with_fast_limits(instructor)
+    configure_the_term(instructor)
+    subprocess.run([str(BIN / "nbgrader"), "generate_assignment", LESSON, "--force"], cwd=instructor, env=env(),
+                   check=True, capture_output=True)
+    set_due_date_and_extension(instructor)
+    export = canvas_download(parent / "export.zip")
+    done = subprocess.run([sys.executable, "-m", "qkv_autograde", LESSON, "--submissions", str(export), "--jobs", "2"],
+                          cwd=instructor, env=env(), capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return Term(instructor, done.stdout, done.stderr)
+
