@@ -10,6 +10,7 @@ with the course's config giving a penalty for a late submission (`c.LatePenalty.
 gives no time) and the Canvas import's "Assignment name (id)" header of the lesson
 (`c.CanvasGrades.assignment_headers`).
 """
+import csv
 import os
 import pathlib
 import subprocess
@@ -102,3 +103,9 @@ def term(tmp_path_factory):
     assert done.returncode == 0, done.stderr[-3000:]
     return Term(instructor, done.stdout, done.stderr)
 
+
+# ------------------------------------------------------------------ item 7: the Canvas column's header, from config
+
+def test_canvas_grades_carry_the_assignment_header_given_once_in_config(term):
+    canvas = list(csv.reader((term.instructor / "canvas-grades.csv").open(newline="")))
+    assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", CANVAS_HEADER]

@@ -25,7 +25,7 @@ from test_class_intake import (course, entry, lms_record, make_zip, names, noteb
                                tag_of, zip_bytes)
 
 sys.path.insert(0, str(ROOT / "autograde"))
-from qkv_autograde import intake, submissions  # noqa: E402
+from qkv_autograde import exports, intake, submissions  # noqa: E402
 
 LESSON = "01-lookup"
 BIN = pathlib.Path(sys.executable).parent
@@ -245,3 +245,42 @@ def test_a_canvas_class_through_make_grade_to_exact_grade_files(tmp_path):
 def exports_columns():
     return ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email", "raw_score",
             "late_submission_penalty", "score", "max_score"]
+
+
+# ------------------------------------------------------------------ Canvas's column header, from config (35.7)
+
+def test_canvas_columns_are_headed_by_the_configured_assignment_header_and_others_keep_their_name():
+    from types import SimpleNamespace
+    records = {("10000", LESSON): {"lms": "canvas", "name": "smithjohn"}}
+    gradebook = SimpleNamespace(assignments=[SimpleNamespace(name=LESSON, max_score=15.0),
+                                             SimpleNamespace(name="02-attention", max_score=10.0)],
+                                find_submission=lambda lesson, student: SimpleNamespace(
+                                    score=13.0 if lesson == LESSON else 7.0, late_submission_penalty=None))
+    header, _ = exports.canvas_rows(gradebook, records, {LESSON: "Lesson 1: lookup (123456)"})
+    assert header[5:] == ["Lesson 1: lookup (123456)", "02-attention"]
+
+
+@pytest.mark.parametrize("header, reason", [
+    ("Lesson 1", "is not Canvas's \"Assignment name (id)\" header"),
+    ("Lesson 1 (12a)", "is not Canvas's \"Assignment name (id)\" header"),
+    ("Lesson 1\n(123456)", "is not Canvas's \"Assignment name (id)\" header"),
+    (123456, "is not Canvas's \"Assignment name (id)\" header"),
+    ("=HYPERLINK(1) (123456)", "starts like a spreadsheet formula")])
+def test_a_malformed_canvas_header_in_config_is_refused_in_one_sentence(header, reason):
+    from traitlets.config import Config
+    config = Config()
+    config.CanvasGrades.assignment_headers = {LESSON: header}
+    with pytest.raises(SystemExit) as refused:
+        exports.canvas_headers(config)
+    message = str(refused.value)
+    assert reason in message and repr(LESSON) in message and message.count(". ") == 0, message
+
+
+def test_one_canvas_header_for_two_lessons_is_refused():
+    from traitlets.config import Config
+    config = Config()
+    config.CanvasGrades.assignment_headers = {LESSON: "Lesson 1 (1)", "02-attention": "Lesson 1 (1)"}
+    with pytest.raises(SystemExit, match="more than one lesson"):
+        exports.canvas_headers(config)
+    config.CanvasGrades.assignment_headers = {LESSON: "Lesson 1 (1)", "02-attention": "Lesson 2 (2)"}
+    assert exports.canvas_headers(config) == {LESSON: "Lesson 1 (1)", "02-attention": "Lesson 2 (2)"}

@@ -10,7 +10,9 @@ quote): `=HYPERLINK(...)` reaches Excel as text, never as a formula.
   a blank notebook scores 0.0, a missing one "".
 - `write_lms_files`: for the students collected from Canvas, `canvas-grades.csv` in Canvas's gradebook-import
   shape (Student, ID, SIS User ID, SIS Login ID, Section, one column per lesson; ID = the Canvas user id the
-  download named, an empty cell = no grade, which Canvas leaves unchanged); for those from Moodle,
+  download named, an empty cell = no grade, which Canvas leaves unchanged; a lesson's column is headed with
+  Canvas's "Assignment name (id)" given once in the course config, `c.CanvasGrades.assignment_headers`, so the
+  import updates that assignment instead of making a new one); for those from Moodle,
   `moodle-grades-<lesson>.csv`, Moodle's assignment grading worksheet (Identifier "Participant <id>", Grade
   empty when nothing was graded), uploaded with "Upload grading worksheet". Who came from which LMS is what
   intake recorded in submitted/<student>/<lesson>/.lms.json.
@@ -20,14 +22,20 @@ import datetime
 import glob
 import json
 import os
+import re
 
 from nbgrader.api import MissingEntry
 from nbgrader.plugins import CsvExportPlugin
+from traitlets import Dict, TraitError, Unicode, validate
+from traitlets.config import Configurable
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 GRADES_COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
                   "raw_score", "late_submission_penalty", "score", "max_score"]
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+# Canvas's gradebook export heads an assignment's column "<assignment name> (<assignment id>)"; an import matches
+# columns to assignments by that header, and a column it does not know becomes a new assignment
+CANVAS_HEADER = re.compile(r"[^\x00-\x1f\x7f]+ \(\d+\)")
 MOODLE_COLUMNS = ["Identifier", "Full name", "Email address", "Status", "Grade", "Maximum Grade",
                   "Grade can be changed", "Last modified (submission)", "Last modified (grade)", "Feedback comments"]
 
@@ -46,6 +54,48 @@ def write_csv(path, header, rows):
         out = csv.writer(f)  # RFC 4180 line ends: a cell holding a CR or LF is quoted
         out.writerow([spreadsheet_cell(h) for h in header])
         out.writerows([spreadsheet_cell(cell) for cell in row] for row in rows)
+
+
+def canvas_header_refusal(lesson, header):
+    """Why `header` cannot head `lesson`'s column of canvas-grades.csv (one sentence), or None when it can."""
+    example = "such as \"Lesson 1: lookup (123456)\""
+    if not isinstance(header, str) or not CANVAS_HEADER.fullmatch(header):
+        return (f"c.CanvasGrades.assignment_headers[{lesson!r}] = {header!r} is not Canvas's \"Assignment name (id)\" "
+                f"header: copy it from the first row of a gradebook export from Canvas, {example}.")
+    if header.startswith(FORMULA_START):
+        return (f"c.CanvasGrades.assignment_headers[{lesson!r}] = {header!r} starts like a spreadsheet formula, so it "
+                f"would be written with a leading quote that Canvas would not match: rename the assignment in Canvas.")
+    return None
+
+
+class CanvasGrades(Configurable):
+    """How canvas-grades.csv names each lesson's column (course config: `c.CanvasGrades.assignment_headers`)."""
+
+    assignment_headers = Dict(key_trait=Unicode(), help=(
+        "{lesson: Canvas's \"Assignment name (id)\" header of its column}, e.g. {\"01-lookup\": \"Lesson 1: lookup "
+        "(123456)\"}, copied once from a gradebook export from Canvas; a lesson without one keeps its own name, "
+        "which Canvas imports as a new assignment.")).tag(config=True)
+
+    @validate("assignment_headers")
+    def _headers_canvas_can_match(self, proposal):
+        headers = proposal["value"]
+        for lesson, header in headers.items():
+            refusal = canvas_header_refusal(lesson, header)
+            if refusal:
+                raise TraitError(refusal)
+        shared = sorted(h for h in set(headers.values()) if list(headers.values()).count(h) > 1)
+        if shared:
+            raise TraitError(f"c.CanvasGrades.assignment_headers gives {shared[0]!r} to more than one lesson, so "
+                             f"Canvas would import their grades into one assignment.")
+        return headers
+
+
+def canvas_headers(config):
+    """The validated `c.CanvasGrades.assignment_headers` of `config`; a malformed one stops with its reason."""
+    try:
+        return dict(CanvasGrades(config=config).assignment_headers)
+    except TraitError as refusal:
+        raise SystemExit(f"qkv grader: {refusal}") from None
 
 
 def final_score(submission):
@@ -119,8 +169,9 @@ def fill_in_names(gradebook, records):
             gradebook.update_or_create_student(student, first_name=first or None, last_name=last)
 
 
-def canvas_rows(gradebook, records):
-    """Canvas's gradebook-import rows: one per Canvas student, one column per lesson (empty = no grade)."""
+def canvas_rows(gradebook, records, headers=None):
+    """Canvas's gradebook-import rows: one per Canvas student, one column per lesson (empty = no grade), headed
+    by `headers` ({lesson: Canvas's "Assignment name (id)"}) where given."""
     lessons = [a.name for a in gradebook.assignments]
     students = sorted({s for (s, _), r in records.items() if r.get("lms") == "canvas"}, key=_numeric_first)
     points = ["Points Possible", "", "", "", ""] + [a.max_score for a in gradebook.assignments]
@@ -129,7 +180,7 @@ def canvas_rows(gradebook, records):
         name = next((r.get("name") for (s, _), r in sorted(records.items()) if s == student and r.get("name")), "")
         scores = [_score_or_missing(gradebook, lesson, student) for lesson in lessons]
         rows.append([name, student, "", "", ""] + ["" if score is None else score for score in scores])
-    return CANVAS_COLUMNS + lessons, rows
+    return CANVAS_COLUMNS + [(headers or {}).get(lesson, lesson) for lesson in lessons], rows
 
 
 def moodle_rows(gradebook, records, lesson):
@@ -153,14 +204,14 @@ def _numeric_first(student):
     return (0, int(student), "") if student.isdigit() else (1, 0, student)
 
 
-def write_lms_files(gradebook, coursedir, folder="."):
-    """canvas-grades.csv and moodle-grades-<lesson>.csv for the students collected from those LMSs; returns the
-    paths written (none when no student came from an LMS)."""
+def write_lms_files(gradebook, coursedir, folder=".", canvas_headers=None):
+    """canvas-grades.csv (its columns headed by `canvas_headers` where given) and moodle-grades-<lesson>.csv for
+    the students collected from those LMSs; returns the paths written (none when no student came from an LMS)."""
     records = lms_records(coursedir)
     written = []
     if any(r.get("lms") == "canvas" for r in records.values()):
         path = os.path.join(folder, "canvas-grades.csv")
-        write_csv(path, *canvas_rows(gradebook, records))
+        write_csv(path, *canvas_rows(gradebook, records, canvas_headers))
         written.append(path)
     for lesson in sorted({lesson for (_, lesson), r in records.items() if r.get("lms") == "moodle"}):
         path = os.path.join(folder, f"moodle-grades-{lesson}.csv")

@@ -142,14 +142,14 @@ def export_grades(to="grades.csv"):
     (exports.write_lms_files: canvas-grades.csv, moodle-grades-<lesson>.csv, next to it); returns their paths."""
     from nbgrader.api import Gradebook
 
-    from .exports import fill_in_names, lms_records, write_lms_files
+    from .exports import canvas_headers, fill_in_names, lms_records, write_lms_files
 
     app = _app(ExportApp, ["--to", to, "--log-level=WARN"])
     with Gradebook(app.coursedir.db_url) as gb:  # the LMS's names first, so that grades.csv shows them too
         fill_in_names(gb, lms_records(app.coursedir))
     app.start()
     with Gradebook(app.coursedir.db_url) as gb:
-        return write_lms_files(gb, app.coursedir, os.path.dirname(os.path.abspath(to)))
+        return write_lms_files(gb, app.coursedir, os.path.dirname(os.path.abspath(to)), canvas_headers(app.config))
 
 
 class ReleaseFeedbackOfExchangeSubmissions(ExchangeReleaseFeedback):

@@ -26,7 +26,7 @@ from tqdm import tqdm
 from qkv import threads
 
 from . import feedback as feedback_pages
-from . import bulk_grading, cluster_security, intake, item_analysis, parallel, report, submissions
+from . import bulk_grading, cluster_security, exports, intake, item_analysis, parallel, report, submissions
 from .converter import completely_graded, ensure_in_gradebook
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -260,6 +260,7 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
     jobs = jobs or default_jobs()
     bulk_grading.enable()
     app = _nbgrader_app(lesson, force)
+    exports.canvas_headers(app.config)  # a malformed header stops here, not after the class is graded
     ensure_in_gradebook(app.coursedir, lesson, app.log)  # the sanitize step below reads the lesson's cells there
     settings = parallel.settings_of(app.config)
     workers = (DaskWorkers(scheduler, lesson, settings, insecure=insecure_scheduler) if scheduler
