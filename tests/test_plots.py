@@ -42,3 +42,13 @@ def test_suptitle_stays_above_the_panel_titles():
     assert all(ax.title.get_window_extent(renderer).y1 <= suptitle_bottom for ax in axes.flat)
     assert all(len(ax.get_xticklabels()) <= 25 for ax in axes.flat)
     plt.close(figure)
+
+
+def test_every_figure_function_names_both_axes():
+    # issue 32: a bar chart of weights had no x label (lessons 01-03 and 05 draw it); the lessons' own figures
+    # are held to the same rule in test_lessons_as_shown
+    drawn = [plots.weights_bar([0.2, 0.8], ["a", "b"]), plots.attention_heatmap(np.eye(2)),
+             plots.mask_grid(np.eye(2, dtype=bool)), *plots.head_heatmaps(np.ones((2, 2, 2)) / 2).flat]
+    for ax in (ax for ax in drawn if ax.axison):   # head_heatmaps switches off the cells of its grid it leaves empty
+        assert ax.get_xlabel() and ax.get_ylabel(), (ax.get_title(), ax.get_xlabel(), ax.get_ylabel())
+    plt.close("all")

@@ -53,6 +53,7 @@ def weights_bar(weights, labels=None, ax=None, title=None, ylim=(0, 1)):
     ax.set_xticks(range(len(weights)), labels, rotation=30 if long_labels else 0,
                   ha="right" if long_labels else "center")
     ax.set_ylim(*ylim)
+    ax.set_xlabel("key (attended to)")
     ax.set_ylabel("weight")
     if title:
         ax.set_title(title)

@@ -61,6 +61,8 @@ def lookup_explorer(soft_lookup, keys, values, key_labels, query=None, value_lab
         right.bar(range(len(output)), output, color="tab:orange")
         right.set_xticks(range(len(output)), value_labels)
         right.set_ylim(min(0.0, values.min()) * 1.05, values.max() * 1.05)
+        right.set_xlabel("component of the output")
+        right.set_ylabel("blended value")
         right.set_title("output = weights @ values")
         figure.tight_layout()
 
