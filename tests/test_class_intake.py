@@ -109,7 +109,9 @@ def test_canvas_names_are_collected_under_the_released_name(course, tmp_path):
     assert submitted(course, "alice") is None
     assert tag_of(course / "submitted" / "44444" / LESSON / f"{LESSON}.ipynb") == \
         "answer = 'carol_44444_55555_01-lookup-1.ipynb'"
-    assert lms_record(course, "12345") == {"lms": "canvas", "user_id": "12345", "name": "alice"}
+    # and the attachment id of the copy kept, which Canvas's re-upload of feedback files is named after
+    assert lms_record(course, "12345") == {"lms": "canvas", "user_id": "12345", "name": "alice",
+                                           "attachment_id": "67890"}
     assert lms_record(course, "22222")["late"].startswith("marked late by Canvas")
     assert sorted((n["student"], n["name"]) for n in notes) == [("22222", "late"), ("44444", "unexpected file name")]
     # the work folders live inside the course

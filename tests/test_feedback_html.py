@@ -6,12 +6,12 @@ import sys
 import nbformat
 import pytest
 from bs4 import BeautifulSoup
-from nbconvert.exporters import HTMLExporter
 
 from lessons import ROOT
 
 sys.path.insert(0, str(ROOT / "autograde"))
-from qkv_autograde.feedback_html import NO_ALT_TEXT, FeedbackExporter, describe_images, inert_notebook  # noqa: E402
+from qkv_autograde.feedback_html import (NO_ALT_TEXT, FeedbackExporter, ReserializedFeedbackExporter,  # noqa: E402
+                                         describe_images)
 
 
 def reserialized(html):
@@ -75,15 +75,49 @@ def a_graded_notebook():
 def test_the_page_is_htmlexporters_page_before_its_reserialization(template):
     nb = a_graded_notebook()
     ours, _ = FeedbackExporter(template_name=template).from_notebook_node(nb)
-    # the same student content, made inert as the course's exporter does before rendering
-    stock, _ = HTMLExporter(template_name=template).from_notebook_node(inert_notebook(nb))
+    # HTMLExporter's page of the same student content, made inert and with its maths as MathML as the course's
+    # exporter writes them, BeautifulSoup pass included
+    stock, _ = ReserializedFeedbackExporter(template_name=template).from_notebook_node(nb)
     assert ours != stock, "nothing to compare: the stock pass changed nothing on this page"
-    assert reserialized(ours) == stock
+    assert reserialized(ours) == stock and "<math" in stock
     assert ours.count(f'alt="{NO_ALT_TEXT}"') >= 2
 
 
 def test_a_jupyterlab_template_gets_the_stock_page():
     nb = a_graded_notebook()
     ours, _ = FeedbackExporter(template_name="lab").from_notebook_node(nb)
-    stock, _ = HTMLExporter(template_name="lab").from_notebook_node(inert_notebook(nb))
+    stock, _ = ReserializedFeedbackExporter(template_name="lab").from_notebook_node(nb)
     assert 'tabindex="0"' in stock and ours == stock
+
+
+def page_of(*cells, template="basic"):
+    nb = nbformat.v4.new_notebook(cells=list(cells), metadata={"language_info": {"name": "python"}})
+    return FeedbackExporter(template_name=template).from_notebook_node(nb)[0]
+
+
+def test_maths_are_mathml_written_into_the_page_not_tex_for_a_script():
+    """Issue 35: a page must render its maths on a student's machine, with no MathJax and no network."""
+    page = page_of(nbformat.v4.new_markdown_cell(
+        "Inline $QK^T/\\sqrt{d_k}$, display $$\\operatorname{softmax}(x)_i = \\frac{e^{x_i}}{\\sum_j e^{x_j}}$$ and "
+        "\\begin{align} a &= b \\end{align} with `$not maths$` in code"))
+    assert page.count("<math") == 3 and 'display="block"' in page and "<msqrt>" in page and "<mfrac>" in page
+    assert "$QK^T" not in page and "\\sqrt" not in page and "$not maths$" in page
+    assert "w3.org" not in page  # MathML in HTML needs no namespace URL
+
+
+def test_a_formula_output_is_mathml_too():
+    page = page_of(nbformat.v4.new_code_cell("Math(...)", outputs=[nbformat.v4.new_output(
+        "display_data", data={"text/latex": "$$\\alpha < \\beta$$", "text/plain": "<IPython.core.display.Math>"})]))
+    assert "<math" in page and "<mi>&#x003B1;</mi>" in page and "\\alpha" not in page
+
+
+def test_hostile_tex_stays_inert_and_unconvertible_tex_is_shown_escaped():
+    """latex2mathml copies \\text{} and \\href's target into its MathML as they are: the allowlist takes them out."""
+    page = page_of(nbformat.v4.new_markdown_cell(
+        "$\\text{<script>window.__pwned=1</script><img src=x onerror=alert(1)>}$ "
+        "$\\href{javascript:alert(1)}{x}$ $\\mathcolor{red}{y}$ $" + "{" * 2100 + "z" + "}" * 2100 + "$"),
+        template="classic")
+    body = page.split("<body", 1)[1]
+    assert "<script>window" not in body and "onerror" not in body and "javascript:" not in body
+    assert "<math" in body and "mathcolor" not in body
+    assert '<code class="tex">{{{' in body  # too long to convert: the TeX itself, escaped

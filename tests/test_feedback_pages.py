@@ -4,9 +4,9 @@ A hostile student's cells output <script>, `Javascript(...)`, an <img onerror>, 
 picture whose metadata breaks out of nbconvert's unquoted `width=`; their written answer and a raw cell hold raw
 HTML. The class is graded by `make grade` (python -m qkv_autograde), and its feedback written again by the stock
 `nbgrader generate_feedback`; on every page of both no student script runs, while the figure, the table and the
-maths are there. The network is blocked in the browser (only file: URLs load), so the maths can only render from
-the MathJax the environment ships. A page written by nbconvert's own HTMLExporter from the same gradebook is the
-control: there the payloads run and the maths stays raw TeX, so the checks can fail.
+maths are there. The network is blocked in the browser (only file: URLs load): the maths are MathML written into
+the pages (issue 35), drawn with no script. A page written by nbconvert's own HTMLExporter from the same gradebook
+is the control: there the payloads run and the maths stays raw TeX, so the checks can fail.
 
 Formgrader, served by a real Jupyter server, renders the same maths with the network blocked (only loopback).
 A hand grade given after the pages were written rewrites exactly that student's page.
@@ -147,10 +147,12 @@ def opened(browser, url, allowed=("file:",)):
 
 
 def typeset(page):
-    """True once MathJax has typeset the page (its queue is empty and it drew something)."""
+    """True once the page's maths are drawn: MathML written into the page and laid out (the course's feedback pages,
+    which load no script), or MathJax's typesetting done (formgrader: its queue is empty and it drew something)."""
     try:
-        page.wait_for_function("() => window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0 "
-                               "&& document.querySelectorAll('.MathJax, .MathJax_Display, mjx-container').length > 0",
+        page.wait_for_function("() => [...document.querySelectorAll('math')].some(m => m.getBoundingClientRect()"
+                               ".width > 0) || (window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0 "
+                               "&& document.querySelectorAll('.MathJax, .MathJax_Display, mjx-container').length > 0)",
                                timeout=30_000)
         return True
     except Exception:  # playwright's TimeoutError: nothing rendered

@@ -109,7 +109,8 @@ def test_two_canvas_students_with_the_same_name_stay_two(course, tmp_path):  # n
     assert notes == []
     assert tag_of(course / "submitted" / "10000" / LESSON / NB) == "answer = 'john 10000'"
     assert tag_of(course / "submitted" / "20999" / LESSON / NB) == "answer = 'john 20999'"
-    assert lms_record(course, "20999") == {"lms": "canvas", "user_id": "20999", "name": "smithjohn"}
+    assert lms_record(course, "20999") == {"lms": "canvas", "user_id": "20999", "name": "smithjohn",
+                                           "attachment_id": "555002"}
 
 
 def test_moodle_full_names_with_spaces_and_the_participant_id(course, tmp_path):  # noqa: F811

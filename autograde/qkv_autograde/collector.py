@@ -95,7 +95,7 @@ class SubmissionCollector(FileNameCollectorPlugin):
         self.gradescope = gradescope  # folder (relative, with /) -> {"students": [...], "created": datetime}
         self.notes = []
         self.extra = []
-        self.records = {}  # student -> what the LMS said: {"lms", "user_id", "name", "late"}
+        self.records = {}  # student -> what the LMS said: {"lms", "user_id", "name", "late", "attachment_id" (Canvas)}
         self.handed_in = {}  # (student, file_id) -> the kept copy's {"lms_time", "lms_order"} (history.newer)
         self.plan = None
         self._compiled = None
@@ -247,6 +247,8 @@ class SubmissionCollector(FileNameCollectorPlugin):
                 collected["timestamp"] = named.isoformat(" ")
             record = self.records.setdefault(student, {})
             record.update(lms=info.get("lms"), user_id=student, name=info.get("name") or record.get("name", ""))
+            if info.get("lms") == "canvas":  # Canvas takes feedback back under the kept copy's ids (lms_feedback.py)
+                record["attachment_id"] = info.get("submission_id")
             if info.get("late"):  # the copy kept, not an older one, says whether the submission is late
                 record["late"] = "marked late by Canvas (its download gives no time)"
             if named:

@@ -21,17 +21,26 @@ are kept (no JavaScript, widget views or state, PDF, mermaid), output metadata i
 allowlist (bleach, which nbconvert's own SanitizeHTML uses): no scripts, event handlers, javascript: URLs,
 iframes, objects, forms or styles; figures, tables, text, markdown and maths stay. Markdown is cleaned after it
 is rendered, so code and maths in it keep their `<` and `&`.
+
+A page is self-contained, so that it reads the same on a student's machine as on the instructor's (issue 35: the
+LMS's bulk feedback upload, lms_feedback.py): its maths are MathML, converted from the TeX when the page is written
+(latex2mathml, pure Python, pinned in environment.yml), which chromium, Firefox and Safari draw natively (MathML
+Core) with no script, no server and no network. The page loads no MathJax (templates/qkv_feedback/mathjax.html.j2):
+a page that did pointed into the instructor's environment (a file: URL of its .venv) and showed raw TeX anywhere
+else. The MathML goes through the same allowlist as the rest of the student's HTML (MathML elements and their
+presentation attributes only): latex2mathml copies `\\text{...}` and `\\href`'s target into its output as they are.
 """
 import copy
-import importlib.util
+import html
 import os
-import pathlib
 import re
 
 import bleach
 from bleach.css_sanitizer import CSSSanitizer
 from jinja2 import FileSystemLoader, pass_context
+from latex2mathml.converter import convert as latex_to_mathml
 from nbconvert.exporters import HTMLExporter, TemplateExporter
+from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from traitlets import default
@@ -43,10 +52,14 @@ RAW_TEXT_OR_IMAGE = re.compile(r"(?P<raw><(script|style)\b.*?</\2\s*>)|<img\b(?:
 QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'")
 ALT_ATTRIBUTE = re.compile(r"[\s/\"']alt(?=[\s=/>])", re.I)
 LAB_AREAS = "jp-Notebook"  # what nbconvert's tabindex pass looks for
-# the course's templates: qkv_feedback (nbgrader's feedback page with the tests named in its table of contents) and
-# formgrade/mathjax.html.j2 (MathJax from the environment, offline); nbgrader_config.py selects them
+# the course's templates: qkv_feedback (nbgrader's feedback page with the tests named in its table of contents, and
+# no MathJax: its maths are MathML) and formgrade/mathjax.html.j2 (formgrader's MathJax from the Jupyter server,
+# offline); nbgrader_config.py selects them
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
-MATHJAX_CONFIG = "TeX-AMS-MML_HTMLorMML-full,Safe"  # the configuration jupyter-server-mathjax ships (and serves)
+LONGEST_FORMULA = 4000  # characters of TeX converted to MathML; a longer formula is shown as its TeX
+# bootstrap's icon font, in the CSS nbgrader's feedback template inlines: its files are ../fonts/..., next to nothing
+# a page is sent with, and no feedback page shows an icon
+ICON_FONT = re.compile(r"@font-face\s*\{\s*font-family:\s*['\"]Glyphicons Halflings['\"][^}]*\}")
 
 # What student HTML may contain: what markdown renders to (nbconvert's mistune renderer: headings with anchors,
 # highlighted code, tables with aligned cells, the lessons' <details>), pandas tables, and inline formatting.
@@ -55,6 +68,17 @@ STUDENT_TAGS = frozenset({
     "div", "dl", "dt", "em", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "ins",
     "kbd", "li", "mark", "ol", "p", "pre", "q", "s", "samp", "small", "span", "strong", "sub", "summary", "sup",
     "table", "tbody", "td", "tfoot", "th", "thead", "tr", "u", "ul", "var"})
+# MathML's presentation elements (what latex2mathml writes, and MathML Core) and their layout attributes: no href,
+# no colours, no events; a formula a student writes in HTML gets the same
+MATHML_TAGS = frozenset({
+    "math", "mrow", "mi", "mn", "mo", "ms", "mtext", "mspace", "msup", "msub", "msubsup", "mfrac", "msqrt",
+    "mroot", "mover", "munder", "munderover", "mmultiscripts", "mprescripts", "none", "mtable", "mtr", "mtd",
+    "mstyle", "mpadded", "mphantom", "menclose", "merror", "semantics", "annotation"})
+MATHML_ATTRIBUTES = frozenset({
+    "display", "displaystyle", "scriptlevel", "mathvariant", "mathsize", "stretchy", "fence", "separator", "form",
+    "lspace", "rspace", "minsize", "maxsize", "largeop", "movablelimits", "symmetric", "accent", "accentunder",
+    "width", "height", "depth", "voffset", "linebreak", "linethickness", "notation", "columnalign", "rowalign",
+    "columnspan", "rowspan", "columnlines", "rowlines", "columnspacing", "rowspacing", "frame", "encoding"})
 COMMON_ATTRIBUTES = ("class", "id", "title", "style", "align")
 PICTURE = re.compile(r"data:image/(png|jpeg|gif|webp|svg\+xml)[;,]", re.I)
 # browsers ignore ASCII whitespace and control characters anywhere in a URL's scheme ("java\nscript:")
@@ -67,14 +91,9 @@ SHOWN_MIMETYPES = frozenset({"text/plain", "text/html", "text/markdown", "text/l
                              "image/svg+xml"})  # SVG is written as a base64 <img>, where scripts never run
 
 
-def local_mathjax_url():
-    """file: URL of the MathJax 2 that jupyter-server-mathjax installs in the environment (None without it)."""
-    spec = importlib.util.find_spec("jupyter_server_mathjax")
-    script = spec and pathlib.Path(spec.submodule_search_locations[0], "static", "MathJax.js")
-    return f"{script.as_uri()}?config={MATHJAX_CONFIG}" if script and script.is_file() else None
-
-
 def _allowed_attribute(tag, name, value):
+    if tag in MATHML_TAGS:
+        return name in MATHML_ATTRIBUTES
     if name in COMMON_ATTRIBUTES:
         return True
     if tag == "a" and name == "href":  # bleach then checks the scheme: http(s), mailto, or relative
@@ -87,7 +106,7 @@ def _allowed_attribute(tag, name, value):
                            ("table", "border"), ("details", "open")}
 
 
-STUDENT_HTML = bleach.Cleaner(tags=STUDENT_TAGS, attributes=_allowed_attribute,
+STUDENT_HTML = bleach.Cleaner(tags=STUDENT_TAGS | MATHML_TAGS, attributes=_allowed_attribute,
                               protocols=["http", "https", "mailto", "data"], strip=True, strip_comments=True,
                               css_sanitizer=CSSSanitizer())
 
@@ -95,6 +114,32 @@ STUDENT_HTML = bleach.Cleaner(tags=STUDENT_TAGS, attributes=_allowed_attribute,
 def inert_html(html):
     """`html` from a student with nothing a browser would run: only STUDENT_TAGS and their plain attributes."""
     return STUDENT_HTML.clean(NOT_TEXT.sub("", str(html)))
+
+
+def tex_as_mathml(tex, display):
+    """TeX (what sits between `$`s, without them) as a MathML formula, block or inline; TeX that latex2mathml cannot
+    convert, or longer than LONGEST_FORMULA, as escaped code. Not yet cleaned: markdown2html cleans the whole cell."""
+    if len(tex) <= LONGEST_FORMULA:
+        try:
+            formula = latex_to_mathml(tex, display="block" if display else "inline")
+            # in HTML a <math> element is MathML without the namespace: the page names no URL
+            return formula.replace(' xmlns="http://www.w3.org/1998/Math/MathML"', "", 1)
+        except Exception:  # noqa: BLE001 -- any TeX a student writes: a parse error, a recursion too deep
+            pass
+    return f'<code class="tex">{html.escape(tex)}</code>'
+
+
+class MathMLRenderer(IPythonRenderer):
+    """nbconvert's markdown renderer, with each formula written as MathML rather than as TeX for MathJax."""
+
+    def block_math(self, body):
+        return tex_as_mathml(body, display=True)
+
+    def inline_math(self, body):
+        return tex_as_mathml(body, display=False)
+
+    def latex_environment(self, name, body):
+        return tex_as_mathml(f"\\begin{{{name}}}{body}\\end{{{name}}}", display=True)
 
 
 def inert_notebook(nb):
@@ -106,13 +151,23 @@ def inert_notebook(nb):
             cell.source = inert_html(cell.source)  # nbconvert writes a raw cell's source into the page as it is
         for output in cell.get("outputs", ()):
             if "data" in output:
-                output["data"] = {kind: inert_html(value) if kind == "text/html" else value
-                                  for kind, value in output["data"].items() if kind in SHOWN_MIMETYPES}
+                output["data"] = _formula_as_markdown({kind: inert_html(value) if kind == "text/html" else value
+                                                       for kind, value in output["data"].items()
+                                                       if kind in SHOWN_MIMETYPES})
             if "metadata" in output:
                 output["metadata"] = _image_sizes(output["metadata"])
         if "execution_count" in cell and not isinstance(cell.execution_count, int):
             cell.execution_count = None  # the prompt is written unescaped
     return nb
+
+
+def _formula_as_markdown(data):
+    """An output shown as a formula (text/latex, `IPython.display.Math`) is shown through markdown instead, where its
+    TeX becomes MathML (the template would write the TeX for MathJax)."""
+    if "text/latex" in data and "text/markdown" not in data:
+        data = dict(data, **{"text/markdown": data["text/latex"]})
+        del data["text/latex"]
+    return data
 
 
 def _image_sizes(metadata):
@@ -125,6 +180,11 @@ def _image_sizes(metadata):
 def describe_images(html):
     """`html` with alt="…" on each <img> that has no alt attribute (not inside <script> or <style>)."""
     return RAW_TEXT_OR_IMAGE.sub(lambda match: match.group(0) if match.group("raw") else _with_alt(match), html)
+
+
+def without_icon_font(html):
+    """The page without bootstrap's @font-face for its icons, which only names files outside the page."""
+    return ICON_FONT.sub("", html)
 
 
 def _with_alt(match):
@@ -145,15 +205,15 @@ class FeedbackExporter(HTMLExporter):
         # with theirs: nbconvert searches inside each template folder only
         return [FileSystemLoader(self.extra_template_basedirs)]
 
-    def _create_environment(self):
-        environment = super()._create_environment()
-        # what templates/formgrade/mathjax.html.j2 loads (a macro imported without context sees only globals)
-        environment.globals["local_mathjax_url"] = local_mathjax_url()
-        return environment
-
     @pass_context
     def markdown2html(self, context, source):
-        return inert_html(super().markdown2html(context, source))
+        """HTMLExporter's markdown filter (its renderer's settings) with formulas as MathML, then made inert."""
+        renderer = MathMLRenderer(
+            escape=False, attachments=context.get("cell", {}).get("attachments", {}), embed_images=self.embed_images,
+            path=context.get("resources", {}).get("metadata", {}).get("path", ""),
+            anchor_link_text=self.anchor_link_text, exclude_anchor_links=self.exclude_anchor_links,
+            **self.lexer_options)
+        return inert_html(MarkdownWithMath(renderer=renderer).render(source))
 
     def from_notebook_node(self, nb, resources=None, **kw):
         nb = inert_notebook(nb)
@@ -166,7 +226,7 @@ class FeedbackExporter(HTMLExporter):
         html, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
         if LAB_AREAS in html:
             return super().from_notebook_node(nb, resources, **kw)
-        return describe_images(html), resources
+        return describe_images(without_icon_font(html)), resources
 
 
 class ReserializedFeedbackExporter(FeedbackExporter):
@@ -174,4 +234,5 @@ class ReserializedFeedbackExporter(FeedbackExporter):
     inert content): what FeedbackExporter's pages are compared with in tests/test_class_grading.py."""
 
     def from_notebook_node(self, nb, resources=None, **kw):
-        return HTMLExporter.from_notebook_node(self, inert_notebook(nb), resources, **kw)
+        html, resources = HTMLExporter.from_notebook_node(self, inert_notebook(nb), resources, **kw)
+        return without_icon_font(html), resources

@@ -26,6 +26,7 @@ from tqdm import tqdm
 from qkv import threads
 
 from . import feedback as feedback_pages
+from . import lms_feedback
 from . import bulk_grading, cluster_security, exports, intake, item_analysis, parallel, report, submissions
 from .converter import completely_graded, ensure_in_gradebook
 
@@ -292,10 +293,12 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
         files.update()
         items = item_analysis.write(HERE, app.coursedir.db_url, lesson)
         files.update()
-    return summary(lesson, bar.total, workers.where, notes, failed_feedback, items, time.monotonic() - started, out)
+    bundles, _ = lms_feedback.write(app.coursedir, lesson, HERE)  # the pages, named for the LMS's bulk upload
+    return summary(lesson, bar.total, workers.where, notes, failed_feedback, items, time.monotonic() - started, out,
+                   bundles)
 
 
-def summary(lesson, graded, where, notes, failed_feedback, items, seconds, out):
+def summary(lesson, graded, where, notes, failed_feedback, items, seconds, out, bundles=()):
     import csv
     report = os.path.join(HERE, f"anomalies-{lesson}.csv")
     rows = list(csv.DictReader(open(report, newline=""))) if os.path.exists(report) else []
@@ -312,7 +315,12 @@ def summary(lesson, graded, where, notes, failed_feedback, items, seconds, out):
              f"  grades:    {os.path.join(HERE, 'grades.csv')}",
              f"  anomalies: {os.path.join(HERE, f'anomalies-{lesson}.html')}",
              f"  items:     {items}" if items else "",
-             f"  feedback:  {os.path.join(HERE, 'feedback')}/<student>/{lesson}/"]
+             f"  feedback:  {os.path.join(HERE, 'feedback')}/<student>/{lesson}/",
+             *(f"  LMS feedback: {path} ({pages} page(s), {os.path.getsize(path) / 1e6:.1f} MB), for the LMS's "
+               f"bulk upload of feedback files (README, 'For instructors')" for path, pages, _ in bundles),
+             *(f"  LMS feedback: {len(outside)} page(s) in {os.path.basename(path)} refer to something outside "
+               f"the page (written before pages were self-contained? make grade --force writes them again)"
+               for path, _, outside in bundles if outside)]
     print("\n".join(line for line in lines if line), file=out)
     return {"graded": graded, "flagged": flagged, "measurements": list(measured), "seconds": seconds,
             "notes": notes, "failed_feedback": failed_feedback, "graded_here": list(parallel.GRADED_HERE)}

@@ -206,7 +206,8 @@ def _record_lms(records, coursedir, lesson, course_root):
             if stamp and duedate and stamp > duedate:
                 record["late"] = (f"submitted {_duration((stamp - duedate).total_seconds())} "
                                   f"after the due date ({duedate})")
-            kept = {k: record[k] for k in ("lms", "user_id", "name", "late", "timestamp") if record.get(k)}
+            kept = {k: record[k] for k in ("lms", "user_id", "name", "late", "timestamp", "attachment_id")
+                    if record.get(k)}
             with open(os.path.join(folder, LMS_RECORD), "w", encoding="utf-8") as f:
                 json.dump(kept, f)
             if record.get("late"):

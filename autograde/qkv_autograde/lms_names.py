@@ -18,7 +18,8 @@ BLACKBOARD = (r"(?P<assignment>[^/]*?)_(?P<student_id>[^/_]+)_attempt_"
 LMS_NAMES = {"canvas": CANVAS, "moodle": MOODLE, "blackboard": BLACKBOARD}
 STUDENT_ID_CHARACTERS = r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}"
 STUDENT_ID = re.compile(STUDENT_ID_CHARACTERS + r"\Z")
-LMS_RECORD = ".lms.json"     # next to the collected notebook: {"lms", "user_id", "name", "late"}
+# next to the collected notebook: {"lms", "user_id", "name", "late", "timestamp", "attachment_id" (Canvas's)}
+LMS_RECORD = ".lms.json"
 MAX_NAME = 100               # a display name, as the LMS shows it
 
 
