@@ -162,7 +162,7 @@ def test_a_kernels_processes_together_hold_no_more_than_its_memory_limit(route, 
     template = request.getfixturevalue("template") if route == "forked" else None
     nb = with_extra_cell(FORK_HOGS)
     grader = preprocessors.SandboxedExecute(memory_limit=1 * GiB, cell_timeout=180, call_timeout=60)
-    graded = grader.execute(nb, LESSON, read(LESSON), kernel_template=template)
+    graded = grader.execute(nb, LESSON, read(LESSON), kernel_template=template, student="hog")
     names = [a["name"] for a in graded.metadata["qkv"]["anomalies"]]
     assert "memory limit" in names, graded.metadata["qkv"]["anomalies"]
     hogs = printed_json(graded.cells[-1])

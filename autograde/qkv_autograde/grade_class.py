@@ -166,8 +166,8 @@ def prefetch(app, lesson, workers, force, regrade=()):
                   f"({type(error).__name__}: {error}); graded 0 below", file=sys.stderr)
             bar.update()
             continue
-        future = workers.submit(parallel.execute_submission, lesson, nbformat.writes(nb), source[entry.notebook],
-                                settings)
+        future = workers.submit(parallel.execute_submission, lesson, entry.student, nbformat.writes(nb),
+                                source[entry.notebook], settings)
         future.add_done_callback(lambda _: bar.update())
         parallel.PENDING[(entry.student, entry.notebook)] = parallel.Pending(parallel.fingerprint(nb), future)
         sent.append(entry.student)

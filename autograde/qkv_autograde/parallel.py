@@ -184,14 +184,15 @@ def _cpu_seconds():
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def execute_submission(lesson, notebook_json, source_json, settings):
-    """Run one sanitized submission (worker side); returns (graded notebook JSON, measurements)."""
+def execute_submission(lesson, student, notebook_json, source_json, settings):
+    """Run one sanitized submission (worker side) of `student` (the gradebook's id, which seeds the hidden tests'
+    draws); returns (graded notebook JSON, measurements)."""
     warm_up(lesson, settings)
     started, cpu = time.perf_counter(), _cpu_seconds()
     executor = preprocessors.SandboxedExecute(**settings)
     template = kernel_template(lesson, executor.memory_limit)
     graded = executor.execute(nbformat.reads(notebook_json, as_version=4), lesson,
-                              nbformat.reads(source_json, as_version=4), template)
+                              nbformat.reads(source_json, as_version=4), template, student=student)
     return nbformat.writes(graded), {
         "worker": os.getpid(), "wall_seconds": time.perf_counter() - started,
         "cpu_seconds": _cpu_seconds() - cpu + executor.kernel_cpu_seconds,

@@ -19,6 +19,7 @@ import os
 import re
 
 import nbformat
+import qkv_grading
 from nbgrader import utils
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
@@ -275,12 +276,14 @@ class SandboxedExecute(NbGraderPreprocessor):
         lesson, notebook = nbg["assignment"], nbg["notebook"]
         course = _course(self.config)
         source_path = os.path.join(course.format_path(course.source_directory, ".", lesson), f"{notebook}.ipynb")
-        return self.execute(nb, lesson, nbformat.read(source_path, as_version=4)), resources
+        # the student id is nbgrader's, from the submitted/ folder: nothing in the notebook can choose the draw
+        return self.execute(nb, lesson, nbformat.read(source_path, as_version=4), student=nbg["student"]), resources
 
-    def execute(self, nb, lesson, source_notebook, kernel_template=None):
+    def execute(self, nb, lesson, source_notebook, kernel_template=None, *, student):
         """The graded notebook: answer cells run in the sandbox, test cells here. Needs no gradebook, so a
         worker on another machine can do it (parallel.py). With a warm `kernel_template` (forked_kernels.py, same
-        walls) the kernel is forked from it instead of started afresh."""
+        walls) the kernel is forked from it instead of started afresh. The hidden tests draw `student`'s inputs
+        (qkv_grading.draws_of), so a regrade of the same notebook draws the same ones."""
         namespace = verdicts.grader_namespace(source_notebook)
         limit_events = []  # (anomaly, detail): limits that could not be made here, processes the memory limit killed
         if kernel_template is not None and kernel_template.alive:
@@ -306,7 +309,8 @@ class SandboxedExecute(NbGraderPreprocessor):
                     continue
                 cell.outputs = []
                 if utils.is_grade(cell) and not utils.is_solution(cell):
-                    verdicts.run_test_cell(cell, kernel, namespace)
+                    with qkv_grading.draws_of(lesson, student):
+                        verdicts.run_test_cell(cell, kernel, namespace)
                     judged.add(index)
                 else:
                     kernel.run_cell(cell, index)

@@ -2,10 +2,27 @@
 
 The source notebooks' hidden cells only *call* these functions (e.g. `hidden.softmax(softmax)`), so
 the feedback a student receives shows the call and the Hint it raised, never the test body.
-Every test draws fresh random inputs (an unseeded generator: nothing to memorise) and adds the
-edge cases that common mistakes trip over; a correct answer passes whatever the draw.
+Every test has fixed adversarial cases (a mistake they expose is caught whatever the draw) and random inputs
+for breadth; a correct answer passes whatever the draw.
+
+Whose draw it is (`fresh_rng`): a hidden test's random inputs are seeded from the lesson, the student and the test
+(the test function's name and the line of its `fresh_rng()` call within it), through sha256, never Python's
+`hash()`, which changes from one process to the next. So classmates draw different inputs (nothing to pass round),
+and a regrade of the same notebook draws the same inputs and gets the same score. The grader names the student
+(`draws_of(lesson, student)` around the test cells, in SandboxedExecute.execute, with the student id of nbgrader's
+submitted/ folder, never anything from the notebook). Outside grading (a developer calling `hidden.softmax(fn)` in
+tests/), the draw is the lesson's alone, the same on every call: wrap the call in
+`draws_of("01-lookup", "some-student")` to draw as a student does (a test that wants several draws draws as several
+students), or to reproduce one student's grade.
 """
+import contextlib
+import contextvars
+import hashlib
+import json
+import sys
+
 import numpy as np
+from qkv import lessons
 
 # a self-check answer is graded by the checking package's rule, so that grading and self-study mode say right or
 # wrong alike (qkv.checking.is_right)
@@ -21,8 +38,46 @@ def answer_of(answers):
     return answer
 
 
+# (lesson slug, student id) whose inputs the hidden tests draw; None outside grading (the lesson's own draw). A
+# context variable, so that two submissions graded in two threads of one worker never share it
+_DRAWER = contextvars.ContextVar("qkv_grading_drawer", default=None)
+LESSON_ONLY = ""  # the student of the default draw: nobody
+
+
+@contextlib.contextmanager
+def draws_of(lesson, student):
+    """Inside, the hidden tests draw the inputs of `student` (an id, as the gradebook names students) in `lesson`
+    (its slug or number)."""
+    if not isinstance(student, str) or not student:
+        raise ValueError(f"draws_of needs a student id (a non-empty string), got {student!r}.")
+    token = _DRAWER.set((lessons.lesson(lesson).slug, student))
+    try:
+        yield
+    finally:
+        _DRAWER.reset(token)
+
+
+def draw_seed(lesson, student, test):
+    """The seed of one draw: a stable hash of (lesson slug, student id, test), the same in every process."""
+    material = json.dumps([lessons.lesson(lesson).slug, student, test]).encode()
+    return np.random.SeedSequence(int.from_bytes(hashlib.sha256(material).digest(), "big"))
+
+
 def fresh_rng():
-    return np.random.default_rng()
+    """The random generator of the hidden test calling it, seeded for the student being graded (draws_of), or for
+    the lesson alone outside grading. The test is named by its function and the line of this call within it, so two
+    tests (or two calls in one test) draw apart; nothing the student's code does can change which inputs it gets."""
+    caller = sys._getframe(1)
+    test = f"{caller.f_code.co_qualname}:{caller.f_lineno - caller.f_code.co_firstlineno}"
+    lesson, student = _DRAWER.get() or (_lesson_of_module(caller.f_globals.get("__name__")), LESSON_ONLY)
+    return np.random.default_rng(draw_seed(lesson, student, test))
+
+
+def _lesson_of_module(module_name):
+    for row in lessons.LESSONS:
+        if row.hidden_tests == module_name:
+            return row.slug
+    raise ValueError(f"fresh_rng is for the hidden tests of a lesson (qkv_grading.lessonNN), not {module_name!r}.")
 
 
 def distinct_sizes(rng, n, low=2, high=9):
