@@ -58,6 +58,10 @@ SOFTMAX = Check(name="softmax", diagnoses=SOFTMAX_MISTAKES, extra_checks=(sums_t
                 nonfinite_hint=SOFTMAX_OVERFLOW, confirm_with=SOFTMAX_CONFIRMATIONS)
 
 
+# [2, 3, 5]: every size distinct, so an axis mixed up changes the shape normalised; -40 gives a weight near 1e-18
+_MIDDLE_AXIS_SCORES = np.arange(30.0).reshape(2, 3, 5) % 7 - np.array([0.0, 40.0, 2.0])[:, None]
+
+
 def softmax(student_softmax):
     small = np.array([[1.0, 2.0, 3.0], [0.5, 0.5, 0.5]])
     check_against(student_softmax, ref_attention.softmax, (np.array([2.0, 1.0, 0.1]),), declared=SOFTMAX)
@@ -70,6 +74,11 @@ def softmax(student_softmax):
                   (np.array([[0.0, 1000.0], [1.0, 1000.0]]),), {"axis": 0}, declared=SOFTMAX)
     # lists are accepted
     check_against(student_softmax, ref_attention.softmax, ([[1.0, 2.0], [3.0, 5.0]],), declared=SOFTMAX)
+    # a middle axis of a 3-D array (transposing is right only in 1-D and 2-D), and weights that all but vanish
+    check_against(student_softmax, ref_attention.softmax, (_MIDDLE_AXIS_SCORES,), {"axis": 1}, declared=SOFTMAX)
+    # float32 in, float32 out
+    check_against(student_softmax, ref_attention.softmax, (np.array([[1.0, 2.0, 3.0], [-20.0, 0.0, 5.0]], np.float32),),
+                  declared=SOFTMAX)
     print("softmax: all visible checks passed.")
 
 
@@ -164,6 +173,7 @@ def soft_lookup(student_soft_lookup):
     check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V), {"temperature": 0.25}, declared=SOFT_LOOKUP)
     check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V), {"temperature": 0.001}, declared=SOFT_LOOKUP)
     check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V), {"temperature": 4.0}, declared=SOFT_LOOKUP)
+    check_against(student_soft_lookup, lookup.soft_lookup, (q, K, V, 0.5), declared=SOFT_LOOKUP)  # by position
     print("soft_lookup: all visible checks passed.")
 
 
@@ -172,6 +182,9 @@ def soft_lookup_by_temperature(student_sweep):
     K = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
     V = np.array([[10.0, 0.0], [0.0, 5.0], [2.0, 2.0]])
     temperatures = np.array([10.0, 1.0, 0.1, 0.01])
+    # a plain list, with a temperature so small that the scores / temperature pass exp's range
+    check_against(student_sweep, lookup.soft_lookup_by_temperature, (q, K, V, [3.0, 0.001, 0.5]),
+                  declared=SOFT_LOOKUP_BY_TEMPERATURE)
     got = check_against(student_sweep, lookup.soft_lookup_by_temperature, (q, K, V, temperatures),
                         declared=SOFT_LOOKUP_BY_TEMPERATURE)
     print(f"soft_lookup_by_temperature: passed; at T=0.01 the output is {np.round(got[-1], 3)}, "
@@ -180,5 +193,19 @@ def soft_lookup_by_temperature(student_sweep):
 
 # The name this check had in releases before 2026-12-02: a notebook fetched then still calls it.
 temperature_sweep = soft_lookup_by_temperature
+
+
+# The kinds of input each visible check shows (qkv.checking.coverage): every kind the hidden tests grade on, so
+# that an answer right only on easier inputs is told here, not by lost points (tests/test_check_coverage.py).
+COVERAGE = {
+    "hard_lookup": {"keys: 2-D", "query: 1-D", "values: 2-D"},
+    "softmax": {"axis by keyword", "axis: first", "axis: middle", "output near zero", "values past exp's range",
+                "x: 1-D", "x: 2-D", "x: 3-D", "x: float32", "x: list"},
+    "soft_lookup": {"keys: 2-D", "output near zero", "query: 1-D", "temperature by keyword",
+                    "temperature by position", "temperature: float", "values past exp's range", "values: 2-D"},
+    "soft_lookup_by_temperature": {"keys: 2-D", "output near zero", "query: 1-D", "temperatures: 1-D",
+                                   "temperatures: list", "values past exp's range", "values: 2-D"},
+}
+
 
 seal(__name__)

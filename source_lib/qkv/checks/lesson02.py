@@ -20,6 +20,10 @@ SMALL_Q = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, -1.0]])
 SMALL_K = np.array([[1.0, 0.0, 1.0], [0.0, 2.0, 0.0], [1.0, 1.0, 1.0], [-1.0, 0.0, 2.0]])
 SMALL_V = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 2.0], [-1.0, 3.0]])
 
+# The same in float32 (float32 in, float32 out) and as whole numbers, as the hidden tests also pass them.
+SMALL_QK_TYPED = [(SMALL_Q.astype(np.float32), SMALL_K.astype(np.float32)),
+                  (SMALL_Q.astype(np.int64), SMALL_K.astype(np.int64))]
+
 # Self-attention: T = 3 tokens, d_model = 4, d_k = 2, d_v = 3.
 SMALL_X = np.array([[1.0, 0.0, 2.0, -1.0], [0.0, 1.0, 1.0, 0.0], [2.0, -1.0, 0.0, 1.0]])
 SMALL_W_Q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, -1.0]])
@@ -181,6 +185,8 @@ def dot_scores(student_dot_scores):
     check_against(student_dot_scores, ref_attention.dot_scores, (SMALL_Q, SMALL_K), declared=DOT_SCORES)
     check_against(student_dot_scores, ref_attention.dot_scores, (SMALL_Q.tolist(), SMALL_K.tolist()),
                   declared=DOT_SCORES)
+    for args in SMALL_QK_TYPED:
+        check_against(student_dot_scores, ref_attention.dot_scores, args, declared=DOT_SCORES)
     print(f"dot_scores: all visible checks passed; the worked example's raw scores are {got.ravel()}.")
 
 
@@ -190,6 +196,8 @@ def scaled_scores(student_scaled_scores):
     check_against(student_scaled_scores, ref_attention.scaled_scores, (SMALL_Q, SMALL_K), declared=SCALED_SCORES)
     check_against(student_scaled_scores, ref_attention.scaled_scores, (SMALL_Q.tolist(), SMALL_K.tolist()),
                   declared=SCALED_SCORES)
+    for args in SMALL_QK_TYPED:
+        check_against(student_scaled_scores, ref_attention.scaled_scores, args, declared=SCALED_SCORES)
     print(f"scaled_scores: all visible checks passed; the worked example's scaled scores are {got.ravel()}.")
 
 
@@ -202,6 +210,8 @@ def attention_weights(student_attention_weights):
                   (SMALL_Q.tolist(), SMALL_K.tolist()), declared=ATTENTION_WEIGHTS)
     check_against(student_attention_weights, ref_attention.attention_weights, (100 * SMALL_Q, 100 * SMALL_K),
                   declared=ATTENTION_WEIGHTS)
+    for args in SMALL_QK_TYPED:
+        check_against(student_attention_weights, ref_attention.attention_weights, args, declared=ATTENTION_WEIGHTS)
     print(f"attention_weights: all visible checks passed; the worked example's weights are "
           f"{np.round(got.ravel(), 4)}.")
 
@@ -212,6 +222,11 @@ def attention(student_attention):
     check_against(student_attention, ref_attention.attention, (SMALL_Q, SMALL_K, SMALL_V), declared=ATTENTION)
     check_against(student_attention, ref_attention.attention,
                   (SMALL_Q.tolist(), SMALL_K.tolist(), SMALL_V.tolist()), declared=ATTENTION)
+    for Q, K in SMALL_QK_TYPED:
+        check_against(student_attention, ref_attention.attention, (Q, K, SMALL_V.astype(Q.dtype)), declared=ATTENTION)
+    # scores far past exp's range: a softmax without its max overflows
+    check_against(student_attention, ref_attention.attention, (100 * SMALL_Q, 100 * SMALL_K, SMALL_V),
+                  declared=ATTENTION)
     print(f"attention: all visible checks passed; the worked example's output is {np.round(got.ravel(), 4)}.")
 
 
@@ -221,6 +236,8 @@ def project_qkv(student_project_qkv):
     args = (SMALL_X, SMALL_W_Q, SMALL_W_K, SMALL_W_V)
     check_against(student_project_qkv, ref_attention.project_qkv, args, declared=PROJECT_QKV)
     check_against(student_project_qkv, ref_attention.project_qkv, tuple(a.tolist() for a in args),
+                  declared=PROJECT_QKV)
+    check_against(student_project_qkv, ref_attention.project_qkv, tuple(a.astype(np.float32) for a in args),
                   declared=PROJECT_QKV)
     print("project_qkv: all visible checks passed.")
 
@@ -232,7 +249,28 @@ def self_attention(student_self_attention):
     check_against(student_self_attention, ref_attention.self_attention, args, declared=SELF_ATTENTION)
     check_against(student_self_attention, ref_attention.self_attention, tuple(a.tolist() for a in args),
                   declared=SELF_ATTENTION)
+    check_against(student_self_attention, ref_attention.self_attention, tuple(a.astype(np.float32) for a in args),
+                  declared=SELF_ATTENTION)
     print("self_attention: all visible checks passed.")
+
+
+# The kinds of input each visible check shows (qkv.checking.coverage): every kind the hidden tests grade on, so
+# that an answer right only on easier inputs is told here, not by lost points (tests/test_check_coverage.py).
+COVERAGE = {
+    "dot_scores": {"K: 2-D", "K: float32", "K: integers", "K: list", "Q: 2-D", "Q: float32", "Q: integers", "Q: list",
+                   "T_q != T_k", "output near zero"},
+    "scaled_scores": {"K: 2-D", "K: float32", "K: integers", "K: list", "Q: 2-D", "Q: float32", "Q: integers",
+                      "Q: list", "T_q != T_k", "output near zero"},
+    "attention_weights": {"K: 2-D", "K: float32", "K: integers", "K: list", "Q: 2-D", "Q: float32", "Q: integers",
+                          "Q: list", "T_q != T_k", "output near zero", "values past exp's range"},
+    "attention": {"K: 2-D", "K: float32", "K: integers", "K: list", "Q: 2-D", "Q: float32", "Q: integers", "Q: list",
+                  "T_q != T_k", "V: 2-D", "V: float32", "V: integers", "V: list", "output near zero",
+                  "values past exp's range"},
+    "project_qkv": {"W_K: 2-D", "W_K: float32", "W_K: list", "W_Q: 2-D", "W_Q: float32", "W_Q: list", "W_V: 2-D",
+                    "W_V: float32", "W_V: list", "X: 2-D", "X: float32", "X: list", "output near zero"},
+    "self_attention": {"W_K: 2-D", "W_K: float32", "W_K: list", "W_Q: 2-D", "W_Q: float32", "W_Q: list", "W_V: 2-D",
+                       "W_V: float32", "W_V: list", "X: 2-D", "X: float32", "X: list"},
+}
 
 
 seal(__name__)

@@ -163,7 +163,7 @@ SCALE_FOR_UNIT_VARIANCE = Check(name="scale_for_unit_variance", diagnoses=SCALE_
 
 
 def scale_for_unit_variance(student_fn):
-    for d_k in (64, 2, 128):
+    for d_k in (64, 2, 128, np.int64(32)):  # a numpy integer is a whole number too
         check_against(student_fn, scaling.scale_for_unit_variance, (d_k,), declared=SCALE_FOR_UNIT_VARIANCE)
     print("scale_for_unit_variance: all visible checks passed.")
 
@@ -200,11 +200,18 @@ def check_entropy(student_fn, weights):
         raise
 
 
+ENTROPY_BATCHES = np.stack([np.full((3, 5), 0.2),
+                            [[0.0, 0.0, 1.0, 0.0, 0.0], [0.1, 0.1, 0.1, 0.6, 0.1], [0.6, 0.1, 0.1, 0.1, 0.1]]])
+
+
 def entropy(student_fn):
     check_entropy(student_fn, np.array([0.5, 0.5]))
     check_entropy(student_fn, np.array([0.7, 0.2, 0.1]))
     check_entropy(student_fn, np.array([0.0, 1.0, 0.0]))
     check_entropy(student_fn, np.array([[0.7, 0.2, 0.1], [0.25, 0.25, 0.5]]))
+    # a batch of batches [2, 3, 5] (one row one-hot: an entropy of 0 beside others), and float32 in, float32 out
+    check_entropy(student_fn, ENTROPY_BATCHES)
+    check_entropy(student_fn, np.array([[0.6, 0.3, 0.1, 0.0, 0.0], [0.2, 0.2, 0.2, 0.2, 0.2]], dtype=np.float32))
     print(f"entropy: all visible checks passed; uniform weights over 2 keys have {np.log(2):.4f} nats.")
 
 
@@ -250,6 +257,10 @@ def softmax_jacobian(student_fn):
     check_against(student_fn, scaling.softmax_jacobian, (np.array([10.0, 20.0, 30.0]),),
                   # tiny entries judged relatively; 1 - s cancels, so float32 work is only good to ~1e-3
                   declared=SOFTMAX_JACOBIAN, atol=1e-9, rtol=5e-3)
+    # scores spanning more than 709: softmax without its max overflows; and float32 in, float32 out
+    check_against(student_fn, scaling.softmax_jacobian, (np.array([-760.0, 0.0, 1.5]),), declared=SOFTMAX_JACOBIAN)
+    check_against(student_fn, scaling.softmax_jacobian, (np.array([0.5, -1.0, 2.0, 0.3, 1.2], dtype=np.float32),),
+                  declared=SOFTMAX_JACOBIAN)
     print("softmax_jacobian: all visible checks passed.")
 
 
@@ -309,7 +320,21 @@ def query_jacobian(student_fn):
     check_query_jacobian(student_fn, scaling.query_jacobian, q, K)
     square = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, -1.0], [3.0, 0.0, 1.0]])
     check_query_jacobian(student_fn, scaling.query_jacobian, np.array([0.5, -1.0, 1.0]), square)
+    check_query_jacobian(student_fn, scaling.query_jacobian, np.array([0.5, -1.0, 1.0], dtype=np.float32),
+                         square[:2].astype(np.float32))  # float32 in, float32 out
     print("query_jacobian: all visible checks passed.")
+
+
+# The kinds of input each visible check shows (qkv.checking.coverage): every kind the hidden tests grade on, so
+# that an answer right only on easier inputs is told here, not by lost points (tests/test_check_coverage.py).
+COVERAGE = {
+    "dot_product_variance": set(),
+    "scale_for_unit_variance": {"d_k: numpy integer"},
+    "entropy": {"output near zero", "weights: 1-D", "weights: 2-D", "weights: 3-D", "weights: float32"},
+    "softmax_jacobian": {"output near zero", "scores: 1-D", "scores: float32", "scores: list",
+                         "values past exp's range"},
+    "query_jacobian": {"keys: 2-D", "keys: float32", "query: 1-D", "query: float32"},
+}
 
 
 seal(__name__)

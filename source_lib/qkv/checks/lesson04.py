@@ -52,7 +52,7 @@ CAUSAL_MASK = Check(name="causal_mask", diagnoses=CAUSAL_MASK_MISTAKES,
 
 
 def causal_mask(student_causal_mask):
-    for T in (5, 1, 3):
+    for T in (5, 1, 3, np.int64(6)):  # a numpy integer is a whole number too
         check_boolean(student_causal_mask, masking.causal_mask, (T,), declared=CAUSAL_MASK)
     print("causal_mask: all visible checks passed.")
     print(masking.mask_grid_text(student_causal_mask(5), WORDS))
@@ -122,6 +122,12 @@ def masked_softmax(student_masked_softmax):
     # one [3, 3] mask for a batch of two score matrices
     batch = np.stack([scores, scores[::-1]]).astype(np.float32)
     check_against(student_masked_softmax, MASKED_SOFTMAX_REFERENCE, (batch, causal), declared=MASKED_SOFTMAX)
+    # scores [B=2, H=5, 3, 3] of a batch of heads under one causal mask; a key-padding mask [B, 1, 3] per sequence
+    heads = np.arange(90.0).reshape(2, 5, 3, 3) % 7 - 3
+    check_against(student_masked_softmax, MASKED_SOFTMAX_REFERENCE, (heads, causal), declared=MASKED_SOFTMAX)
+    key_padding = np.array([[[True, True, True]], [[True, False, False]]])
+    check_against(student_masked_softmax, MASKED_SOFTMAX_REFERENCE, (batch.astype(float), key_padding),
+                  declared=MASKED_SOFTMAX)
     print("masked_softmax: all visible checks passed.")
 
 
@@ -196,6 +202,8 @@ def causal_self_attention(student_attention):
     check_against(student_attention, CAUSAL_ATTENTION_REFERENCE, (X[:1], W_Q, W_K, W_V), declared=CAUSAL_SELF_ATTENTION)
     batch = np.stack([X, X[::-1]]).astype(np.float32)
     check_against(student_attention, CAUSAL_ATTENTION_REFERENCE, (batch, W_Q, W_K, W_V), declared=CAUSAL_SELF_ATTENTION)
+    single = tuple(a.astype(np.float32) for a in (X, W_Q, W_K, W_V))  # float32 in, float32 out
+    check_against(student_attention, CAUSAL_ATTENTION_REFERENCE, single, declared=CAUSAL_SELF_ATTENTION)
     # the last word's key matches the first query far better than anything it may see: it must still not count
     loud = loud_future_input(np.random.default_rng(0), 5, W_Q, W_K)
     check_against(student_attention, CAUSAL_ATTENTION_REFERENCE, (loud, W_Q, W_K, W_V), declared=CAUSAL_SELF_ATTENTION)
@@ -345,6 +353,21 @@ def dependence_matrix(student_probe):
     for args, kwargs in readout_targets():
         check_dependence(student_probe, *args, **kwargs)
     print("dependence_matrix: all visible checks passed.")
+
+
+# The kinds of input each visible check shows (qkv.checking.coverage): every kind the hidden tests grade on, so
+# that an answer right only on easier inputs is told here, not by lost points (tests/test_check_coverage.py).
+COVERAGE = {
+    "causal_mask": {"T: numpy integer"},
+    "masked_softmax": {"mask: 2-D", "mask: 3-D", "mask: causal", "mask: fully masked row", "mask: other pattern",
+                       "output near zero", "scores: 2-D", "scores: 3-D", "scores: 4-D", "scores: float32",
+                       "values past exp's range"},
+    "causal_self_attention": {"W_K: 2-D", "W_K: float32", "W_Q: 2-D", "W_Q: float32", "W_V: 2-D", "W_V: float32",
+                              "X: 2-D", "X: 3-D", "X: float32", "values past exp's range"},
+    "dependence_matrix": {"X: 2-D", "delta by keyword", "delta: float", "tol by keyword", "tol: float"},
+    "padding_mask": {"lengths: 1-D", "lengths: integers", "lengths: list"},
+    "causal_padding_mask": {"lengths: 1-D", "lengths: integers", "lengths: list"},
+}
 
 
 seal(__name__)

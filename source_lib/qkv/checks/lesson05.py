@@ -69,6 +69,9 @@ def split_heads(student_split_heads):
     check_against(student_split_heads, ref_heads.split_heads,
                   (np.random.default_rng(5).normal(size=(4, 12)), 2), declared=SPLIT_HEADS)
     check_against(student_split_heads, ref_heads.split_heads, (x, 1), declared=SPLIT_HEADS)
+    # n_heads by keyword; float32 values spanning thousands (T=3, 5 heads of 2)
+    wide = (np.random.default_rng(8).normal(size=(3, 10)) * 1000).astype(np.float32)
+    check_against(student_split_heads, ref_heads.split_heads, (wide,), {"n_heads": 5}, declared=SPLIT_HEADS)
     print("split_heads: all visible checks passed.")
 
 
@@ -77,6 +80,8 @@ def merge_heads(student_merge_heads):
     check_against(student_merge_heads, ref_heads.merge_heads, (heads,), declared=MERGE_HEADS)
     check_against(student_merge_heads, ref_heads.merge_heads,
                   (np.random.default_rng(6).normal(size=(2, 5, 3)),), declared=MERGE_HEADS)
+    wide = (np.random.default_rng(9).normal(size=(5, 3, 2)) * 1000).astype(np.float32)  # float32, spanning thousands
+    check_against(student_merge_heads, ref_heads.merge_heads, (wide,), declared=MERGE_HEADS)
     x = np.random.default_rng(7).normal(size=(3, 12))
     got = call(student_merge_heads, ref_heads.split_heads(x, 4), name="merge_heads")
     if not np.allclose(expect_array(got, x.shape, "merge_heads(split_heads(x, 4))"), x):
@@ -152,12 +157,21 @@ def check_mha(student_mha, args, kwargs=None, rtol=MULTI_HEAD_ATTENTION.rtol, at
         raise
 
 
+# every query sees at least one key, not only its past (a padding or window mask, say)
+NOT_CAUSAL_3x3 = np.array([[True, False, True], [False, True, True], [True, True, False]])
+NOT_CAUSAL_3x5 = np.array([[False, True, True, False, True], [True, False, False, False, True],
+                           [True, True, False, True, False]])
+
+
 def multi_head_attention(student_mha):
     rng = np.random.default_rng(50)
     check_mha(student_mha, mha_case(rng, 4, 6, 2, 3))
     check_mha(student_mha, mha_case(rng, 5, 8, 4, 2), {"mask": causal(5)})
     check_mha(student_mha, mha_case(rng, 3, 6, 1, 6), {"mask": causal(3)})
     check_mha(student_mha, mha_case(rng, 4, 10, 3, 4), {"mask": causal(4)})  # d_model != n_heads * d_head
+    check_mha(student_mha, (*mha_case(rng, 3, 7, 2, 5), NOT_CAUSAL_3x3))  # a mask that is not causal, by position
+    floats = tuple(a.astype(np.float32) for a in mha_case(rng, 5, 6, 3, 2)[:5])
+    check_mha(student_mha, (*floats, 3), {"mask": causal(5)}, rtol=1e-3, atol=1e-4)  # float32 in, float32 out
     print("multi_head_attention: all visible checks passed.")
 
 
@@ -212,6 +226,12 @@ def grouped_query_attention(student_gqa):
                   gqa_case(rng, 3, 3, 4, 2), {"mask": causal(4)}, declared=GROUPED_QUERY_ATTENTION)
     check_against(student_gqa, ref_heads.grouped_query_attention,
                   gqa_case(rng, 4, 1, 4, 2), {"mask": causal(4)}, declared=GROUPED_QUERY_ATTENTION)
+    # 3 queries over 5 keys, under a mask that is not causal and is given by position: the mask passed is the one
+    check_against(student_gqa, ref_heads.grouped_query_attention, (*gqa_case(rng, 6, 2, 3, 7, T_k=5), NOT_CAUSAL_3x5),
+                  declared=GROUPED_QUERY_ATTENTION)
+    floats = tuple(a.astype(np.float32) for a in gqa_case(rng, 6, 3, 5, 2))  # float32 in, float32 out
+    check_against(student_gqa, ref_heads.grouped_query_attention, floats, {"mask": causal(5)},
+                  rtol=1e-3, atol=1e-4, declared=GROUPED_QUERY_ATTENTION)
     print("grouped_query_attention: all visible checks passed.")
 
 
@@ -244,6 +264,8 @@ def kv_cache_bytes_per_token(student_kv_bytes):
     # any object with the four attributes the exercise names will do, e.g. SmolLM2's own config
     only_named = SimpleNamespace(n_layers=3, n_heads=4, n_kv_heads=1, d_head=16)
     check_against(student_kv_bytes, ref_heads.kv_cache_bytes_per_token, (only_named, 1),
+                  declared=KV_CACHE_BYTES_PER_TOKEN)
+    check_against(student_kv_bytes, ref_heads.kv_cache_bytes_per_token, (only_named,), {"bytes_per_element": 2},
                   declared=KV_CACHE_BYTES_PER_TOKEN)
     print("kv_cache_bytes_per_token: all visible checks passed.")
 
@@ -295,6 +317,21 @@ def smollm2(student_gqa):
     word, gap = plugged_into_smollm2(student_gqa)
     print(f"SmolLM2 with your grouped_query_attention in all its layers predicts {word!r} after "
           f"{VISIBLE_PROMPT!r}, like the reference; largest logit difference {gap:.2g}.")
+
+
+# The kinds of input each visible check shows (qkv.checking.coverage): every kind the hidden tests grade on, so
+# that an answer right only on easier inputs is told here, not by lost points (tests/test_check_coverage.py).
+COVERAGE = {
+    "split_heads": {"n_heads by keyword", "output near zero", "values past exp's range", "x: 2-D", "x: float32"},
+    "merge_heads": {"output near zero", "values past exp's range", "x: 3-D", "x: float32"},
+    "multi_head_attention": {"W_K: 2-D", "W_K: float32", "W_O: 2-D", "W_O: float32", "W_Q: 2-D", "W_Q: float32",
+                             "W_V: 2-D", "W_V: float32", "X: 2-D", "X: float32", "mask by keyword",
+                             "mask by position", "mask: 2-D", "mask: causal", "mask: other pattern"},
+    "grouped_query_attention": {"T_q != T_k", "k: 3-D", "k: float32", "mask by keyword", "mask by position",
+                                "mask: 2-D", "mask: causal", "mask: other pattern", "q: 3-D", "q: float32", "v: 3-D",
+                                "v: float32"},
+    "kv_cache_bytes_per_token": {"bytes_per_element by keyword", "config: a plain object with the attributes"},
+}
 
 
 seal(__name__)

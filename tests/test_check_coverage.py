@@ -1,0 +1,86 @@
+"""Visible checks cover every kind of input the hidden tests grade on (issue 32, 'Visible checks that pass what the
+hidden tests fail'): an answer right only on easier inputs must hear it from the visible check, as a hint, rather
+than as lost points.
+
+Both layers of every exercise of lessons 01-07 run with the solution's own functions, each wrapped so that it records
+how it is called; `qkv.checking.coverage.kinds_of_call` reads each call's kinds (ranks, axes, dtypes, lists, values
+past exp's range, T_q != T_k, masks, outputs near zero, arguments by keyword or position). Per exercise: the hidden
+kinds are a subset of the visible kinds, and the visible kinds are what the checks module declares in `COVERAGE`
+(written down beside the checks, so it cannot drift).
+"""
+import contextlib
+import importlib
+import io
+import warnings
+
+import numpy as np
+import pytest
+
+import qkv.lessons
+from qkv.checking.coverage import kinds_of_call
+from qkv_edition.fixtures import solution_namespace, solution_notebook, visible_calls
+
+# checks whose inputs are SmolLM2's, not the check's: the model calls the student's functions on its own activations
+RUNS_SMOLLM2 = {"generation_with_cache", "smollm2"}
+LESSONS = [row for row in qkv.lessons.LESSONS if int(row.number) <= 7]
+
+
+class Recording:
+    """The solution's function, recording each call (copies of the arguments, and the result) for classifying later,
+    outside the checked call."""
+
+    def __init__(self, solution, calls):
+        self.solution, self.calls = solution, calls
+        self.__name__ = solution.__name__
+
+    def __call__(self, *args, **kwargs):
+        result = self.solution(*args, **kwargs)
+        self.calls.append((args, kwargs, result))
+        return result
+
+
+def _recorded_kinds(check, solutions):
+    """{student function name: set of kinds} over every call `check` makes to the recording solutions."""
+    calls = {fn.__name__: [] for fn in solutions}
+    students = [Recording(fn, calls[fn.__name__]) for fn in solutions]
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        check(*students)
+    return {name: set().union(*(kinds_of_call(fn, *call) for call in calls[name]))
+            for name, fn in ((fn.__name__, fn) for fn in solutions)}
+
+
+@pytest.fixture(scope="module", params=[row.slug for row in LESSONS])
+def layers(request):
+    """For one lesson: {check name: (visible kinds, hidden kinds, declared coverage)} per graded function."""
+    row = qkv.lessons.lesson(request.param)
+    notebook = solution_notebook(row)
+    namespace = solution_namespace(notebook, row.slug)
+    visible = importlib.import_module(row.checks)
+    hidden = importlib.import_module(f"qkv_grading.lesson{int(row.number):02d}")
+    found = {}
+    for check_name, argument_names in visible_calls(notebook):
+        if check_name in RUNS_SMOLLM2:
+            continue
+        solutions = [namespace[name] for name in argument_names]
+        shown = _recorded_kinds(getattr(visible, check_name), solutions)
+        graded = _recorded_kinds(getattr(hidden, check_name), solutions)
+        for name in argument_names:
+            found[name] = (shown[name], graded[name], getattr(visible, "COVERAGE", {}).get(name))
+    return row.slug, found
+
+
+def test_visible_checks_show_every_kind_the_hidden_tests_grade(layers):
+    slug, found = layers
+    missing = {name: sorted(graded - shown) for name, (shown, graded, _) in found.items() if graded - shown}
+    assert not missing, f"{slug}: the hidden tests grade kinds of input the visible checks never show: {missing}"
+
+
+def test_declared_coverage_is_what_the_visible_checks_show(layers):
+    slug, found = layers
+    undeclared = sorted(name for name, (_, _, declared) in found.items() if declared is None)
+    assert not undeclared, f"{slug}: COVERAGE in its checks module does not declare {undeclared}"
+    drift = {name: {"declared but not shown": sorted(declared - shown),
+                    "shown but not declared": sorted(shown - declared)}
+             for name, (shown, _, declared) in found.items() if declared != shown}
+    assert not drift, f"{slug}: COVERAGE in its checks module is not what the visible checks show: {drift}"
