@@ -171,6 +171,19 @@ def hard_lookup(query, keys, values):
             return value
     raise KeyError("no key matches the query")
 """),
+    # a head listed twice was in the list only when the drawn head of layer 1 was 2: one draw in six
+    "a head's output taken away once per mention": ("06-sinks", "ablate_heads", "ablate_heads", """
+def ablate_heads(attention, heads):
+    heads = [(int(layer), int(head)) for layer, head in heads]
+    def ablated(q, k, v, mask, layer):
+        full = np.array(attention(q, k, v, mask), copy=True)
+        out = full.copy()
+        for ablated_layer, head in heads:
+            if ablated_layer == layer:
+                out[head] -= full[head]
+        return out
+    return ablated
+"""),
 }
 STUDENTS = [f"student-{k:02d}" for k in range(50)]
 

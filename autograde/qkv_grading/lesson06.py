@@ -131,8 +131,9 @@ def induction_score(student_fn):
 def ablate_heads(student_fn):
     rng = fresh_rng()
     n_layers = 4
-    # heads in two layers, one of them twice, and a layer with none: only the right layer's heads go to zero
-    heads = [(1, int(rng.integers(0, 6))), (3, 0), (3, 5), (1, 2)]
+    # heads in two layers, and a layer with none: only the right layer's heads go to zero; (3, 0) listed twice,
+    # fixed (a drawn head equal to (1, 2) made it so on one draw in six), is zeroed, not removed twice or restored
+    heads = [(1, int(rng.integers(0, 6))), (3, 0), (3, 5), (1, 2), (3, 0)]
     cases = [(*visible.gqa_inputs(rng, 6, 3, int(rng.integers(3, 6)), 4), layer) for layer in range(n_layers)]
     visible.check_ablation(student_fn, grouped_query_attention, heads, cases)
     # a single pair given as a tuple of tuples, ordinary multi-head attention (H_kv = H_q)
