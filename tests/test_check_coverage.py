@@ -20,6 +20,8 @@ import qkv.lessons
 from qkv.checking.coverage import kinds_of_call
 from qkv_edition.fixtures import solution_namespace, solution_notebook, visible_calls
 
+from lessons import assert_rejected, mutant
+
 # checks whose inputs are SmolLM2's, not the check's: the model calls the student's functions on its own activations
 RUNS_SMOLLM2 = {"generation_with_cache", "smollm2"}
 LESSONS = [row for row in qkv.lessons.LESSONS if int(row.number) <= 7]
@@ -84,3 +86,49 @@ def test_declared_coverage_is_what_the_visible_checks_show(layers):
                     "shown but not declared": sorted(shown - declared)}
              for name, (shown, _, declared) in found.items() if declared != shown}
     assert not drift, f"{slug}: COVERAGE in its checks module is not what the visible checks show: {drift}"
+
+
+# Answers the issue names, each right on the easier inputs the visible checks used to show and wrong on a kind only
+# the hidden tests graded: the visible check must now say so, as the hidden test does.
+RIGHT_ONLY_ON_EASIER_INPUTS = {
+    "a slice spanning past exp's range (softmax shifted by each slice's first score, not its maximum)": (
+        "01-lookup", "softmax", '''
+def softmax(x, axis=-1):
+    x = np.asarray(x, dtype=float)
+    e = np.exp(x - np.take(x, [0], axis=axis))
+    return e / np.sum(e, axis=axis, keepdims=True)
+'''),
+    "a middle axis (softmax along `axis` by transposing, right only in 1-D and 2-D)": ("01-lookup", "softmax", '''
+def softmax(x, axis=-1):
+    x = np.asarray(x, dtype=float)
+    if axis % x.ndim != x.ndim - 1:
+        return softmax(x.T).T
+    e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+    return e / np.sum(e, axis=-1, keepdims=True)
+'''),
+    "T_q != T_k under a mask that is not causal (GQA building its own causal mask from T_q)": (
+        "05-heads", "grouped_query_attention", '''
+def grouped_query_attention(q, k, v, mask=None):
+    q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))
+    group = q.shape[0] // k.shape[0]
+    k, v = np.repeat(k, group, axis=0), np.repeat(v, group, axis=0)
+    scores = q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])
+    if mask is not None:  # the mask is causal: build it from the sequence length
+        T_q = q.shape[1]
+        scores = np.where(np.tril(np.ones((T_q, T_q), dtype=bool)), scores, -np.inf)
+    weights = np.exp(scores - np.max(scores, axis=-1, keepdims=True))
+    return weights / np.sum(weights, axis=-1, keepdims=True) @ v
+'''),
+}
+
+
+@pytest.mark.parametrize("kind", list(RIGHT_ONLY_ON_EASIER_INPUTS))
+def test_an_answer_wrong_only_on_a_kind_the_hidden_tests_grade_fails_the_visible_check(kind):
+    lesson, grade, source = RIGHT_ONLY_ON_EASIER_INPUTS[kind]
+    row = qkv.lessons.lesson(lesson)
+    answer = mutant(lesson, grade, source)
+    hidden = importlib.import_module(f"qkv_grading.lesson{int(row.number):02d}")
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        assert_rejected(getattr(hidden, grade), answer)  # wrong indeed
+        assert_rejected(getattr(importlib.import_module(row.checks), grade), answer)

@@ -11,12 +11,15 @@ A kind is a short phrase naming one property of the call, so that a missing one 
 - "<param> by keyword", "<param> by position": how an argument with a default, or any argument passed by name, is
   given (the student's function must take both, as Python allows);
 - "values past exp's range": an array argument, or the query-key scores (over the temperature), with an entry past
-  709 in size (exp overflows or, shifted by another row's maximum, underflows);
+  709 in size (exp overflows or, shifted by another row's maximum, underflows); "a slice spanning past exp's range":
+  one slice along `axis` (default the last), or one query's scores, whose largest and smallest differ by more
+  than 709 (a shift by the slice's mean, first or smallest entry still overflows);
 - "T_q != T_k": queries and keys of different lengths;
 - "mask: None" / "mask: causal" / "mask: fully masked row" / "mask: other pattern" (padding, windows, ...);
 - "output near zero": an entry of the right answer within 1e-6 of zero relative to its largest.
 """
 import inspect
+import warnings
 from types import SimpleNamespace
 
 import numpy as np
@@ -106,6 +109,19 @@ def _magnitude(array):
     return float(np.max(finite)) if finite.size else 0.0
 
 
+def _widest_slice(array, axis=-1):
+    """The largest max - min of one slice along `axis`: a softmax shifted by anything but the slice's own maximum
+    (its mean, its first entry, its minimum) overflows when this passes 709."""
+    values = np.asarray(array, dtype=np.float64)
+    if values.ndim == 0 or not values.size:
+        return 0.0
+    values = np.where(np.isfinite(values), values, np.nan)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an all-NaN slice
+        spans = np.nanmax(values, axis=axis) - np.nanmin(values, axis=axis)
+    return float(np.nanmax(spans, initial=0.0))
+
+
 def _queries_and_keys(arguments):
     queries = next((_array(arguments[n]) for n in QUERY_NAMES if n in arguments), None)
     keys = next((_array(arguments[n]) for n in KEY_NAMES if n in arguments), None)
@@ -126,17 +142,24 @@ def _smallest_temperature(arguments):
 
 def range_kinds(arguments):
     """Values past exp's range: in an array argument, or in the scores of every query with every key."""
-    magnitudes = [_magnitude(a) for a in map(_array, arguments.values()) if a is not None and a.dtype.kind in "iuf"]
+    arrays = [a for a in map(_array, arguments.values()) if a is not None and a.dtype.kind in "iuf"]
+    axis = arguments.get("axis", -1)
+    axis = int(axis) if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool) else -1
+    magnitudes = [_magnitude(a) for a in arrays]
+    spans = [_widest_slice(a, axis if -a.ndim <= axis < a.ndim else -1) for a in arrays]
     kinds = set()
     queries, keys = _queries_and_keys(arguments)
     if queries is not None and queries.ndim >= 1 and keys.ndim >= 1 and queries.shape[-1] == keys.shape[-1]:
         d = queries.shape[-1]
         scores = queries.reshape(-1, d).astype(np.float64) @ keys.reshape(-1, d).T.astype(np.float64)
         magnitudes.append(_magnitude(scores) / _smallest_temperature(arguments))
+        spans.append(_widest_slice(scores) / _smallest_temperature(arguments))
         if queries.ndim >= 2 and keys.ndim >= 2 and queries.shape[-2] != keys.shape[-2]:
             kinds.add("T_q != T_k")
     if any(magnitude > EXP_RANGE for magnitude in magnitudes):
         kinds.add("values past exp's range")
+    if any(span > EXP_RANGE for span in spans):
+        kinds.add("a slice spanning past exp's range")
     return kinds
 
 

@@ -74,6 +74,10 @@ def softmax(student_softmax):
                   (np.array([[0.0, 1000.0], [1.0, 1000.0]]),), {"axis": 0}, declared=SOFTMAX)
     # lists are accepted
     check_against(student_softmax, ref_attention.softmax, ([[1.0, 2.0], [3.0, 5.0]],), declared=SOFTMAX)
+    # a row spanning more than 709: a shift by anything but its own maximum (its mean, first or smallest score)
+    # leaves exp(> 709), which overflows
+    check_against(student_softmax, ref_attention.softmax, (np.array([[-3.0, 1500.0, 2.0], [0.5, 0.0, 1.0]]),),
+                  declared=SOFTMAX)
     # a middle axis of a 3-D array (transposing is right only in 1-D and 2-D), and weights that all but vanish
     check_against(student_softmax, ref_attention.softmax, (_MIDDLE_AXIS_SCORES,), {"axis": 1}, declared=SOFTMAX)
     # float32 in, float32 out
@@ -199,12 +203,14 @@ temperature_sweep = soft_lookup_by_temperature
 # that an answer right only on easier inputs is told here, not by lost points (tests/test_check_coverage.py).
 COVERAGE = {
     "hard_lookup": {"keys: 2-D", "query: 1-D", "values: 2-D"},
-    "softmax": {"axis by keyword", "axis: first", "axis: middle", "output near zero", "values past exp's range",
-                "x: 1-D", "x: 2-D", "x: 3-D", "x: float32", "x: list"},
-    "soft_lookup": {"keys: 2-D", "output near zero", "query: 1-D", "temperature by keyword",
-                    "temperature by position", "temperature: float", "values past exp's range", "values: 2-D"},
-    "soft_lookup_by_temperature": {"keys: 2-D", "output near zero", "query: 1-D", "temperatures: 1-D",
-                                   "temperatures: list", "values past exp's range", "values: 2-D"},
+    "softmax": {"a slice spanning past exp's range", "axis by keyword", "axis: first", "axis: middle",
+                "output near zero", "values past exp's range", "x: 1-D", "x: 2-D", "x: 3-D", "x: float32", "x: list"},
+    "soft_lookup": {"a slice spanning past exp's range", "keys: 2-D", "output near zero", "query: 1-D",
+                    "temperature by keyword", "temperature by position", "temperature: float",
+                    "values past exp's range", "values: 2-D"},
+    "soft_lookup_by_temperature": {"a slice spanning past exp's range", "keys: 2-D", "output near zero", "query: 1-D",
+                                   "temperatures: 1-D", "temperatures: list", "values past exp's range",
+                                   "values: 2-D"},
 }
 
 

@@ -331,8 +331,8 @@ COVERAGE = {
     "dot_product_variance": set(),
     "scale_for_unit_variance": {"d_k: numpy integer"},
     "entropy": {"output near zero", "weights: 1-D", "weights: 2-D", "weights: 3-D", "weights: float32"},
-    "softmax_jacobian": {"output near zero", "scores: 1-D", "scores: float32", "scores: list",
-                         "values past exp's range"},
+    "softmax_jacobian": {"a slice spanning past exp's range", "output near zero", "scores: 1-D", "scores: float32",
+                         "scores: list", "values past exp's range"},
     "query_jacobian": {"keys: 2-D", "keys: float32", "query: 1-D", "query: float32"},
 }
 

@@ -413,15 +413,16 @@ def causal_chunked_attention(student_causal):
 # that an answer right only on easier inputs is told here, not by lost points (tests/test_check_coverage.py).
 COVERAGE = {
     "cost_ratio": {"n_new: float", "n_old: float"},
-    "fit_exponent": {"sizes: 1-D", "sizes: list", "values past exp's range", "values: 1-D", "values: list"},
+    "fit_exponent": {"a slice spanning past exp's range", "sizes: 1-D", "sizes: list", "values past exp's range",
+                     "values: 1-D", "values: list"},
     "attention_step": {"k_cache: 3-D", "k_cache: float32", "q_new: 3-D", "q_new: float32", "v_cache: 3-D",
                        "v_cache: float32"},
     "append_to_cache": {"k_cache: 3-D", "k_cache: float32", "k_new: 3-D", "k_new: float32", "v_cache: 3-D",
                         "v_cache: float32", "v_new: 3-D", "v_new: float32"},
     "chunked_attention": {"K: 2-D", "K: float32", "Q: 2-D", "Q: float32", "T_q != T_k", "V: 2-D", "V: float32",
-                          "values past exp's range"},
+                          "a slice spanning past exp's range", "values past exp's range"},
     "causal_chunked_attention": {"K: 2-D", "K: float32", "Q: 2-D", "Q: float32", "V: 2-D", "V: float32",
-                                 "values past exp's range"},
+                                 "a slice spanning past exp's range", "values past exp's range"},
 }
 
 
