@@ -113,9 +113,31 @@ def test_canvas_names_are_collected_under_the_released_name(course, tmp_path):
     assert lms_record(course, "12345") == {"lms": "canvas", "user_id": "12345", "name": "alice",
                                            "attachment_id": "67890"}
     assert lms_record(course, "22222")["late"].startswith("marked late by Canvas")
-    assert sorted((n["student"], n["name"]) for n in notes) == [("22222", "late"), ("44444", "unexpected file name")]
+    # Canvas's own name for a resubmission is no unexpected file name (issue 35, item 6)
+    assert sorted((n["student"], n["name"]) for n in notes) == [("22222", "late")]
     # the work folders live inside the course
     assert (course / "downloaded" / LESSON / "extracted").is_dir()
+
+
+def test_canvas_resubmission_numbers_are_the_same_notebook_and_the_highest_is_kept(course, tmp_path):
+    """Issue 35, item 6: `-1`, `-2` after the released name in a Canvas entry is Canvas's mark of a file uploaded
+    again; the highest is the newest (all of one zip date here), and none is noted. A renaming of the student's own
+    (`-Copy1`, a `-1` inside a folder or an uploaded zip, a `-1` of a name the lesson has not) still is."""
+    export = make_zip(tmp_path / "canvas.zip", [
+        entry("alice_1_10_01-lookup-1.ipynb"),
+        entry("alice_1_11_01-lookup-2.ipynb"),
+        entry("bob_2_20_01-lookup-Copy1.ipynb"),
+        entry("carol/01-lookup-1.ipynb"),
+        entry("dave_4_40_work/01-lookup-1.ipynb"),
+        entry("erin_5_50_scratch-1.ipynb"),
+    ])
+    notes = intake.collect(export, course, LESSON)
+    assert tag_of(course / "submitted" / "1" / LESSON / f"{LESSON}.ipynb") == "answer = 'alice_1_11_01-lookup-2.ipynb'"
+    assert names(notes, "1") == ["duplicate submission"]
+    assert "kept the newest, alice_1_11_01-lookup-2.ipynb" in next(n["detail"] for n in notes if n["student"] == "1")
+    for student in ("2", "carol", "4", "5"):
+        assert "unexpected file name" in names(notes, student), student
+    assert submitted(course, "2") == submitted(course, "carol") == submitted(course, "4") == [f"{LESSON}.ipynb"]
 
 
 def test_plain_student_folders_and_a_zip_of_submitted_are_collected(course, tmp_path):

@@ -28,10 +28,12 @@ name, the LMS grade files). The top-level names, in the order tried (real shapes
                 name any student; an LMS-shaped name inside it is refused, give the LMS's download as it is)
 
 A notebook saved under another name (`01-lookup-1.ipynb`, Canvas's mark of a resubmission, `-Copy1`, ` (1)`) is
-collected under the released name. Several notebooks of one student for one released notebook: the newest wins,
-by the timestamp in the name when every copy has one, else by the zip entry's date (then the later name), and
-the others are listed. Hidden files, `__MACOSX/` and `.ipynb_checkpoints/` are ignored; other non-notebook files
-are skipped. Everything unusual becomes a report entry {"student", "name", "detail"}; bad input never raises.
+collected under the released name, noted as an unexpected file name unless the name is Canvas's own (a Canvas
+entry `..._01-lookup-<n>.ipynb`: Canvas names the n-th upload again under one name so). Several notebooks of one
+student for one released notebook: the newest wins, by the timestamp in the name when every copy has one, else by
+the zip entry's date (then Canvas's higher resubmission number, then the later name), and the others are listed.
+Hidden files, `__MACOSX/` and `.ipynb_checkpoints/` are ignored; other non-notebook files are skipped. Everything
+unusual becomes a report entry {"student", "name", "detail"}; bad input never raises.
 
 The copy kept for a student is weighed before nbgrader copies it into submitted/: one over the course's
 `NotebookLimits` (submissions.py: bytes and JSON items) is refused, `oversized notebook` with its size and the limit,
@@ -56,6 +58,7 @@ RECEIPT_BYTES = 64 << 10     # a Blackboard receipt is a few hundred bytes
 GRADESCOPE_METADATA = "submission_metadata.yml"
 # Canvas resubmission, Jupyter's copy, a browser's second download
 RENAMED = re.compile(r"(?:-\d+|-Copy\d*| ?\(\d+\))$")
+CANVAS_RESUBMISSION = re.compile(r"(?P<notebook>.+)-(?P<number>[1-9]\d{0,5})")  # Canvas's `01-lookup-1`
 
 
 class SubmissionCollector(FileNameCollectorPlugin):
@@ -284,7 +287,7 @@ class SubmissionCollector(FileNameCollectorPlugin):
                                    f"{shown(rel)}: named like the submission of another student "
                                    f"({shown(fields['student_id'], 64)}), but handed in by {student}: kept as "
                                    f"{student}'s"))
-        elif notebook != os.path.splitext(info["file_id"])[0]:
+        elif notebook != os.path.splitext(info["file_id"])[0] and not canvas_resubmission(info, notebook):
             self.notes.append(note(student, "unexpected file name", f"{shown(rel)} collected as {notebook}.ipynb"))
         elif self.released and notebook not in self.released:
             self.notes.append(note(student, "unexpected file name",
@@ -295,7 +298,7 @@ class SubmissionCollector(FileNameCollectorPlugin):
         if len(info.get("group") or ()) > 1:
             self.notes.append(note(student, "group submission",
                                    f"{shown(rel)}: handed in together by {', '.join(info['group'])}; each gets a copy"))
-        candidates.setdefault((student, notebook), []).append((self._age(path, info), rel, path, info))
+        candidates.setdefault((student, notebook), []).append((self._age(path, info, notebook), rel, path, info))
 
     def _notebook_name(self, file_id):
         stem = os.path.splitext(file_id)[0]
@@ -304,12 +307,23 @@ class SubmissionCollector(FileNameCollectorPlugin):
         plain = RENAMED.sub("", stem)
         return plain if plain in self.released else stem
 
-    def _age(self, path, info):
-        """(time in the name or None, the zip entry's date or the file's, Canvas attachment id)."""
+    def _age(self, path, info, notebook):
+        """(time in the name or None, the zip entry's date or the file's, (Canvas's resubmission number, Canvas
+        attachment id)): between copies of the same date, Canvas's later upload."""
         named = named_time(info.get("timestamp"))
         dated = (info.get("created") or self.dates.get(path)
                  or datetime.datetime.fromtimestamp(os.path.getmtime(path)).replace(microsecond=0))
-        return named, dated, int(info.get("submission_id") or 0)
+        return named, dated, (canvas_resubmission(info, notebook), int(info.get("submission_id") or 0))
+
+
+def canvas_resubmission(info, notebook):
+    """n when the file is a Canvas entry's own upload named `<notebook>-<n>.ipynb`, the name Canvas gives a file
+    uploaded again under the same name (n = 1, 2, ...: the highest is the newest), else 0. A name the student chose
+    (`-Copy1`, ` (1)`, a file inside an uploaded zip) is not Canvas's, and is still noted as renamed."""
+    if info.get("lms") != "canvas" or info.get("file_id") != info.get("upload"):
+        return 0
+    match = CANVAS_RESUBMISSION.fullmatch(os.path.splitext(info["file_id"])[0])
+    return int(match.group("number")) if match and match.group("notebook") == notebook else 0
 
 
 def _lms_time(named, info):
