@@ -109,3 +109,89 @@ def term(tmp_path_factory):
 def test_canvas_grades_carry_the_assignment_header_given_once_in_config(term):
     canvas = list(csv.reader((term.instructor / "canvas-grades.csv").open(newline="")))
     assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", CANVAS_HEADER]
+
+# ------------------------------------------------------------------ item 1: feedback back through the LMS, in bulk
+
+def lms_feedback_pages(term):
+    """{name in the zip: page bytes} of the bundle make grade wrote for the LMS's bulk upload."""
+    import zipfile
+
+    with zipfile.ZipFile(term.instructor / f"lms-feedback-{LESSON}.zip") as bundle:
+        return {name: bundle.read(name) for name in bundle.namelist()}
+
+
+def canvas_feedback_names():
+    """What Canvas's re-upload takes back: each student's page under the download's name of the copy graded, its
+    sortable name, user id and attachment id (the resubmission's, which came later, for the student who sent two)."""
+    graded = {}
+    for name, _ in CLASS.values():
+        sortable, *fields = name.split("_")
+        user, attachment = [field for field in fields if field.isdigit()][:2]
+        graded[user] = f"{sortable}_{user}_{attachment}_{LESSON}-feedback.html"
+    return sorted(graded.values())
+
+
+def test_make_grade_writes_canvas_feedback_zip_with_one_page_per_student(term):
+    pages = lms_feedback_pages(term)
+    assert sorted(pages) == canvas_feedback_names() and len(pages) == 8
+    for name, page in pages.items():
+        student = name.split("_")[1]
+        assert page == (term.instructor / "feedback" / student / LESSON / f"{LESSON}.html").read_bytes(), name
+    assert f"LMS feedback: {term.instructor / f'lms-feedback-{LESSON}.zip'} (8 page(s)" in term.stdout
+
+
+def test_no_page_points_into_the_instructors_machine_or_the_network(term):
+    import re
+
+    from lessons import ROOT
+
+    sys.path.insert(0, str(ROOT / "autograde"))
+    from qkv_autograde.lms_feedback import outside_references
+
+    machine = [str(term.instructor.parent), str(ROOT), sys.prefix, "file://"]
+    for name, page in lms_feedback_pages(term).items():
+        text = page.decode()
+        assert outside_references(text) == [], name
+        assert [path for path in machine if path in text] == [], name
+        # bootstrap's licence comments in the inlined CSS name its sites; nothing else may
+        assert "://" not in re.sub(r"/\*.*?\*/", "", text, flags=re.S), name
+
+
+def test_a_page_from_the_zip_draws_its_maths_offline_from_another_folder(term, tmp_path_factory):
+    """The page a student downloads, opened in chromium with no network from a folder that is not the course: the
+    maths are drawn (as MathML: superscripts raised, not TeX), and the page asks for nothing but itself."""
+    from test_browser import CHROMIUM, CHROMIUM_ARGS
+
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is not installed")
+    from playwright.sync_api import sync_playwright
+
+    name, page_bytes = next((n, p) for n, p in lms_feedback_pages(term).items() if "_10001_" in n)
+    downloaded = tmp_path_factory.mktemp("a-students-downloads") / name
+    downloaded.write_bytes(page_bytes)
+    asked = []
+
+    def only_the_page(route):
+        asked.append(route.request.url)
+        route.continue_() if route.request.url == downloaded.as_uri() else route.abort()
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(offline=True)
+            context.route("**/*", only_the_page)
+            page = context.new_page()
+            page.goto(downloaded.as_uri(), wait_until="load")
+            page.wait_for_timeout(500)
+            formulas = page.evaluate("() => [...document.querySelectorAll('math')].filter(m => "
+                                     "m instanceof MathMLElement && m.getBoundingClientRect().width > 0).length")
+            raised = page.evaluate("() => [...document.querySelectorAll('msup')].map(f => "
+                                   "f.children[1].getBoundingClientRect().bottom < "
+                                   "f.children[0].getBoundingClientRect().bottom - 1)")
+            raw_tex = page.evaluate("() => [...document.querySelectorAll('.text_cell_render')].map(e => e.innerText)"
+                                    ".filter(t => /\\$[^$\\n]+\\$|\\\\(frac|sqrt|sum)\\b/.test(t))")
+        finally:
+            browser.close()
+    assert formulas >= 10 and raised and all(raised), (formulas, raised)
+    assert raw_tex == []
+    assert asked == [downloaded.as_uri()]
