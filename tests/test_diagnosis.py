@@ -25,6 +25,14 @@ def _boolean(student, reference, args, kwargs, diagnoses, outputs, confirm=()):
     check_boolean(student, reference, args, kwargs, name="fn", diagnoses=diagnoses, require_bool=False)
 
 
+def _dependence(student, reference, args, kwargs, diagnoses, outputs):
+    check_boolean(student, reference, args, kwargs, name="fn", diagnoses=diagnoses, require_bool=False,
+                  confirm_with=_dependence.confirm, allowed=lesson04.PROBE_ALLOWED)
+
+
+_dependence.confirm = lesson04.dependence_confirmations()
+
+
 def _against(student, reference, args, kwargs, diagnoses, outputs, confirm=()):
     check_against(student, reference, args, kwargs, name="fn", diagnoses=diagnoses, outputs=outputs,
                   confirm_with=confirm)
@@ -117,7 +125,7 @@ CASES = [
     ("04", "CAUSAL_PADDING_MISTAKES", masking.causal_padding_mask, [(([5, 3, 2], 5), {}), (([4, 2], 4), {})], None,
      _boolean),
     ("04", "DEPENDENCE_MISTAKES", masking.dependence_matrix,
-     [((ATTEND, np.linspace(-1, 1, 12).reshape(4, 3)), {})], None, _boolean),
+     [((ATTEND, np.linspace(-1, 1, 12).reshape(4, 3)), {}), *lesson04.dependence_confirmations()], None, _dependence),
     ("05", "SPLIT_HEADS_MISTAKES", heads.split_heads, [((RNG.normal(size=(2, 12)), 3), {})], None, _against),
     ("05", "MERGE_HEADS_MISTAKES", heads.merge_heads, [((RNG.normal(size=(3, 2, 4)),), {})], None, _against),
     ("05", "MULTI_HEAD_ATTENTION_MISTAKES", heads.multi_head_attention,

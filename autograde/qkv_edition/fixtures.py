@@ -11,9 +11,9 @@ student's own.
 
 Exhaustive. The lesson's visible checks (those its solution notebook's test cells call) run with the solution's own
 functions, and, at each `check_against` / `check_boolean` (the qkv.checking.compare.RECORDERS hook), the reference
-and every catalogued mistake (`Check.diagnoses`) are computed on the checked input and on every input a diagnosis
-may be confirmed on (`confirm_with`, then `Probes.VARIANTS`), whatever the student would answer. A check whose
-diagnosis is its own code must ask the reference what it needs whatever the answer (lesson 03's
+and every catalogued mistake (`Check.diagnoses`, and `Check.plausible`) are computed on the checked input and on
+every input a diagnosis may be confirmed on (`confirm_with`, then `Probes.VARIANTS`), whatever the student would
+answer. A check whose diagnosis is its own code must ask the reference what it needs whatever the answer (lesson 03's
 dot_product_variance computes the right answers on its confirming seeds up front); `hybrids=True` walks such a check
 again with students that answer right for their first j calls and as one catalogued mistake from then on, for every
 j and every mistake, to find what it asks only of a wrong answer (slow: each run computes the mistakes the check
@@ -244,7 +244,7 @@ class Recorder:
         probes = Probes(None, reference_fn, args, kwargs, "", (), confirm_with=check.confirm_with)
         inputs = [(tuple(args), dict(kwargs))] + [given for given in probes.confirming_inputs() if given is not None]
         for given in inputs:
-            for fn in (reference_fn, *(mistake for mistake, _ in check.diagnoses)):
+            for fn in (reference_fn, *(mistake for mistake, _ in check.diagnoses), *check.plausible):
                 copied_args, copied_kwargs = _fresh(given)  # the check's own inputs stay as they are
                 with np.errstate(all="ignore"), warnings.catch_warnings():
                     warnings.simplefilter("ignore")

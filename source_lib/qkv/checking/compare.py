@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 
 from qkv.checking.calling import call
-from qkv.checking.diagnosis import Probes, as_result, certain_diagnosis
+from qkv.checking.diagnosis import Probes, as_result, certain_diagnosis, nonfinite_cause
 from qkv.checking.hints import Hint, call_text, describe
 from qkv.checking.validation import expect_array
 
@@ -41,13 +41,16 @@ class Check:
         that mistake on at least two inputs on which the mistake differs from the reference and from every
         other listed mistake (this input, and inputs like it the student's function is called on again,
         through `call`, only when its answer is wrong). Otherwise the generic largest difference is named.
+    plausible: mistake functions with no hint (a constant where a size belongs): never named, but an input on which
+        a listed mistake gives the same answer as one of them is no evidence for the listed one.
     rtol, atol: the tolerances of the comparison (atol is widened for a float32 answer, `SINGLE_PRECISION_SLACK`).
     allowed: qkv functions the exercise hands the student as tools (the tripwire lets them be called).
     extra_checks: functions (student_result, args, kwargs) -> hint or None, for mistakes that are
         recognised by a property (rows not summing to 1) rather than by an exact value.
     allow_list: a list (or tuple) is accepted in place of an array.
     outputs: names of the parts when the function returns a tuple, e.g. ("weights", "output").
-    nonfinite_hint: said when the student's result holds NaN or infinity (e.g. an overflowing exp).
+    nonfinite_hint: said when the student's result holds NaN or infinity (e.g. an overflowing exp); where the NaN
+        goes away on the same input scaled down, after saying so (`qkv.checking.diagnosis.nonfinite_cause`).
     confirm_with: further (args, kwargs) on which to confirm a diagnosis, tried before inputs made by moving
         this one a little (needed where a small move leaves the contract, e.g. a query that must equal a key).
     meaning: for a boolean answer (`check_boolean`), how to read one entry, said when pointing at a wrong one
@@ -55,6 +58,7 @@ class Check:
     """
     name: str = None
     diagnoses: tuple = ()
+    plausible: tuple = ()
     rtol: float = 1e-4
     atol: float = 1e-5
     allowed: tuple = ()
@@ -95,6 +99,7 @@ def check_against(student_fn, reference_fn, args=(), kwargs=None, declared=None,
         raise Hint(f"{shown} returned parts of shapes {shapes}; expected ({', '.join(outputs)}) of shapes "
                    f"{wanted}: are the parts in the wrong order?")
     parts = [dataclasses.replace(check, diagnoses=[(_part(fn, index), hint) for fn, hint in check.diagnoses],
+                                 plausible=[_part(fn, index) for fn in check.plausible],
                                  extra_checks=[_part_check(extra, index) for extra in check.extra_checks])
              for index in range(len(outputs))]
     gots = []
@@ -128,7 +133,8 @@ def check_boolean(student_fn, reference_fn, args=(), kwargs=None, declared=None,
     if not np.array_equal(got, expected):
         # a mistake is named only when it is certain: matched here and on inputs like this one
         probes = Probes(student_fn, reference_fn, args, kwargs, name, check.allowed, confirm_with=check.confirm_with)
-        named = certain_diagnosis(got.astype(float), expected.astype(float), args, kwargs, check.diagnoses, probes)
+        named = certain_diagnosis(got.astype(float), expected.astype(float), args, kwargs, check.diagnoses, probes,
+                                  check.plausible)
         if named:
             raise Hint(f"{shown} is wrong: {named}")
         index = tuple(int(i) for i in np.argwhere(got != expected)[0])
@@ -173,9 +179,14 @@ def _validated(raw, expected, shown, check, args, kwargs, probes):
         if "finite" not in str(hint):
             raise
         # a known mistake may produce exactly this NaN (e.g. a softmax shifted by one global maximum)
-        named = certain_diagnosis(as_result(raw, expected.shape), expected, args, kwargs, check.diagnoses, probes)
+        named = certain_diagnosis(as_result(raw, expected.shape), expected, args, kwargs, check.diagnoses, probes,
+                                  check.plausible)
         if named:
             raise Hint(f"{shown} returned NaN or infinity: {named}") from None
+        # where the NaN comes from, when taking one cause out of the input takes it away
+        cause = nonfinite_cause(probes.student_fn, args, kwargs, probes.name, probes.allowed, check.nonfinite_hint)
+        if cause:
+            raise Hint(f"{shown} returned NaN or infinity: {cause}") from None
         if check.nonfinite_hint:
             raise Hint(f"{shown} returned NaN or infinity: {check.nonfinite_hint}") from None
         raise
@@ -184,7 +195,7 @@ def _validated(raw, expected, shown, check, args, kwargs, probes):
 def _compare(got, expected, shown, check, args, kwargs, atol, probes):
     if close(got, expected, check.rtol, atol):
         return
-    named = certain_diagnosis(got, expected, args, kwargs, check.diagnoses, probes)
+    named = certain_diagnosis(got, expected, args, kwargs, check.diagnoses, probes, check.plausible)
     if named:
         raise Hint(f"{shown} is wrong: {named}")
     for property_check in check.extra_checks:

@@ -1,6 +1,8 @@
 """Naming a known mistake only when it is certain: the student's answer is that mistake's on EVIDENCE_NEEDED
-inputs that tell it apart from the reference and from every other listed mistake (the failing input, then
-`Probes`: inputs like it on which the student's function is called again)."""
+inputs that tell it apart from the reference, from every other listed mistake and from every plausible mistake
+that has no hint of its own (the failing input, then `Probes`: inputs like it on which the student's function is
+called again). And, for an answer that is NaN or infinite, where the NaN comes from (`nonfinite_cause`): the
+student's function called again on the input with its likely cause taken away."""
 import itertools
 import types
 
@@ -35,9 +37,11 @@ def _same(a, b):
             and bool(np.allclose(a, b, rtol=1e-4, atol=1e-6, equal_nan=True)))
 
 
-def certain_diagnosis(got, expected, args, kwargs, diagnoses, probes):
+def certain_diagnosis(got, expected, args, kwargs, diagnoses, probes, plausible=()):
     """The hint of the one listed mistake the student's function reproduces on EVIDENCE_NEEDED inputs that
-    tell it apart from the reference and from every other listed mistake; None when no mistake is certain."""
+    tell it apart from the reference, from every other listed mistake and from every `plausible` mistake (functions
+    of the same arguments, never named: a constant where a size belongs, the worked example's size hard-coded);
+    None when no mistake is certain."""
     if got is None or not diagnoses:
         return None
     for index, (mistake_fn, hint) in enumerate(diagnoses):
@@ -45,6 +49,7 @@ def certain_diagnosis(got, expected, args, kwargs, diagnoses, probes):
             continue
         # two ways of writing the same mistake share its hint and need not be told apart
         others = [fn for i, (fn, other_hint) in enumerate(diagnoses) if i != index and other_hint != hint]
+        others += list(plausible)  # an input where the answer could be a mistake nobody hinted says nothing
         evidence = 0
         for probe_args, probe_kwargs, probe_got, probe_expected in itertools.chain(
                 [(args, kwargs, got, expected)], probes):
@@ -63,6 +68,77 @@ def certain_diagnosis(got, expected, args, kwargs, diagnoses, probes):
             if evidence >= EVIDENCE_NEEDED:
                 return hint
     return None
+
+
+# ---------------------------------------------------------------- where a NaN comes from
+
+OVERFLOW = ("on the same input with every number scaled down your function gives finite values, so large numbers "
+            "overflow:")
+OVERFLOW_ADVICE = "is exp taken of a large score? Subtract each row's maximum before exponentiating."
+MASK_NONE = ("with mask=None every key is visible, and with a mask that hides nothing your function gives finite "
+             "values: is mask=None handled (np.where(None, ...) hides every key)?")
+LARGE = 20.0  # exp(x) overflows past 709; scores (products of inputs) reach that from inputs of a few tens
+
+
+def with_ordinary_magnitudes(args, kwargs):
+    """The input with every real array and number scaled down to at most 1 in size, or None when nothing in it is
+    large enough to overflow (NaN on a small input is not an overflow)."""
+    values = [v for v in (*args, *kwargs.values()) if _is_real(v)]
+    largest = max((float(np.max(np.abs(np.asarray(v, dtype=np.float64)), initial=0.0)) for v in values), default=0.0)
+    if not np.isfinite(largest) or largest <= LARGE:
+        return None
+    def scaled(v):
+        return (np.asarray(v) / largest).astype(np.asarray(v).dtype) if _is_real(v) else v
+    return tuple(scaled(v) for v in args), {k: scaled(v) for k, v in kwargs.items()}
+
+
+def with_a_mask(args, kwargs):
+    """The input with mask=None (given, or left to its default) replaced by a mask that hides nothing (True broadcast
+    to every query and key), or None when a mask is given: with no mask every key is visible, so the two must give
+    the same answer. (A function with no `mask`, or given one by position, refuses the keyword: no cause found.)"""
+    if kwargs.get("mask") is not None:
+        return None
+    return args, {**kwargs, "mask": np.ones((1, 1), dtype=bool)}
+
+
+# (transform, what is observed when it takes the NaN away, the advice: None for the check's own nonfinite hint,
+# which says how to keep that check's numbers in range)
+NONFINITE_CAUSES = ((with_a_mask, MASK_NONE, ""), (with_ordinary_magnitudes, OVERFLOW, None))
+
+
+def nonfinite_cause(student_fn, args, kwargs, name, allowed, declared=None, causes=NONFINITE_CAUSES):
+    """The hint of the first of `causes` whose transform of the input (None: the cause is not in this input) makes
+    the student's function give finite values everywhere: that NaN comes from there. None when no cause is told
+    apart. `declared`: the check's own nonfinite hint, the advice of a cause that has none of its own."""
+    for transform, observed, advice in causes:
+        moved = transform(args, kwargs)
+        if moved is None:
+            continue
+        try:
+            with np.errstate(all="ignore"):
+                result = call(student_fn, *moved[0], name=name, allowed=allowed, **moved[1])
+        except Hint:
+            continue  # a crash on the moved input tells nothing about the NaN on this one
+        if _all_finite(result):
+            advice = (declared or OVERFLOW_ADVICE) if advice is None else advice
+            return f"{observed} {advice}".strip()
+    return None
+
+
+def _is_real(value):
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(value, (float, np.floating)):
+        return True
+    return isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.size > 0
+
+
+def _all_finite(result):
+    parts = result if isinstance(result, tuple) else (result,)
+    try:
+        return all(np.all(np.isfinite(np.asarray(part, dtype=np.float64))) for part in parts)
+    except (TypeError, ValueError):
+        return False
 
 
 class Probes:

@@ -15,22 +15,27 @@ WORKED_Q = np.array([[1.0, 0.0, 1.0, 0.0]])
 WORKED_K = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
 WORKED_V = np.array([[10.0, 0.0], [0.0, 5.0], [2.0, 2.0]])
 
-# A fixed non-square case: n_q = 2 != n_k = 4, d_k = 3 != d_v = 2, so transposes and wrong axes show.
+# A fixed non-square case: n_q = 2, n_k = 5, d_k = 3, d_v = 6, so transposes and wrong axes show, and every size
+# differs from the others and from the worked example's d_k = 4: a scale taken from the wrong size (or the worked
+# example's sqrt(4) = 2 hard-coded) gives a different wrong answer for each mistake (issue 32).
 SMALL_Q = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, -1.0]])
-SMALL_K = np.array([[1.0, 0.0, 1.0], [0.0, 2.0, 0.0], [1.0, 1.0, 1.0], [-1.0, 0.0, 2.0]])
-SMALL_V = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 2.0], [-1.0, 3.0]])
+SMALL_K = np.array([[1.0, 0.0, 1.0], [0.0, 2.0, 0.0], [1.0, 1.0, 1.0], [-1.0, 0.0, 2.0], [2.0, -1.0, 0.0]])
+SMALL_V = np.array([[1.0, 0.0, 2.0, -1.0, 0.0, 1.0], [0.0, 1.0, 0.0, 1.0, 2.0, -1.0], [2.0, 2.0, 1.0, 0.0, -1.0, 0.0],
+                    [-1.0, 3.0, 0.0, 2.0, 1.0, 1.0], [0.0, -2.0, 1.0, 1.0, 0.0, 3.0]])
 
 # The same in float32 (float32 in, float32 out) and as whole numbers, as the hidden tests also pass them.
 SMALL_QK_TYPED = [(SMALL_Q.astype(np.float32), SMALL_K.astype(np.float32)),
                   (SMALL_Q.astype(np.int64), SMALL_K.astype(np.int64))]
 
-# Self-attention: T = 3 tokens, d_model = 4, d_k = 2, d_v = 3.
-SMALL_X = np.array([[1.0, 0.0, 2.0, -1.0], [0.0, 1.0, 1.0, 0.0], [2.0, -1.0, 0.0, 1.0]])
-SMALL_W_Q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, -1.0]])
-SMALL_W_K = np.array([[0.0, 1.0], [1.0, 0.0], [-1.0, 1.0], [1.0, 0.0]])
-SMALL_W_V = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 1.0]])
-# Square weights [4, 4]: X @ W.T has the right shape here, so that mistake is named rather than crashing.
-SQUARE_W_Q, SQUARE_W_K, SQUARE_W_V = np.random.default_rng(2).integers(-2, 3, size=(3, 4, 4)).astype(float)
+# Self-attention: T = 2 tokens, d_model = 5, d_k = 3, d_v = 2: sqrt(d_model) is neither d_k, sqrt(d_k), sqrt(T)
+# nor the worked example's 2 or 4, so scaling by the width of X is told apart from scaling by d_k, and d_k from a
+# hard-coded 2 (issue 32). d_v = T on purpose: returning the weights [T, T] then has the output's shape, and is named.
+SMALL_X = np.array([[1.0, 0.0, 2.0, -1.0, 1.0], [0.0, 1.0, 1.0, 0.0, -1.0]])
+SMALL_W_Q = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 1.0, -1.0], [0.0, -1.0, 0.0], [1.0, 0.0, 2.0]])
+SMALL_W_K = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 1.0], [-1.0, 1.0, 0.0], [1.0, 0.0, -1.0], [0.0, 1.0, 1.0]])
+SMALL_W_V = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 2.0], [1.0, 1.0], [-1.0, 0.0]])
+# Square weights [5, 5]: X @ W.T has the right shape here, so that mistake is named rather than crashing.
+SQUARE_W_Q, SQUARE_W_K, SQUARE_W_V = np.random.default_rng(2).integers(-2, 3, size=(3, 5, 5)).astype(float)
 
 NONFINITE = ("is an exp overflowing (use the `softmax` imported from qkv.attention: it subtracts each row's "
              "maximum first) or a sum near zero being divided by?")
@@ -73,6 +78,8 @@ BY_D_K = "the scores are divided by d_k; divide by its square root, np.sqrt(d_k)
 BY_N_K = ("the scores are divided by the square root of the number of keys; d_k is the width of the "
           "query and key vectors, Q.shape[-1].")
 TIMES = "the scores are multiplied by sqrt(d_k); divide by it instead."
+BY_D_MODEL = ("the scores are divided by the square root of d_model, the width of X; d_k is the width of the "
+              "queries and keys, W_Q.shape[1].")
 COLUMNS = ("each column sums to 1 instead of each row: a query's weights are its row, so take the softmax "
            "along the keys (axis=-1).")
 BY_SUM = ("these are the scaled scores divided by their row sum, not a softmax: use `softmax`, which "
@@ -95,6 +102,14 @@ SCALED_SCORES_MISTAKES = [
     (lambda Q, K: _weights(Q, K),
      "these are already softmaxed weights; scaled_scores stops after the division by sqrt(d_k)."),
 ]
+
+# Plausible mistakes with no hint of their own: the worked example's sqrt(d_k) = 2 hard-coded. Where it gives the
+# same answer as a listed mistake (sqrt(n_k) = 2 when there are 4 keys, d_k = 2), that input cannot say which of
+# the two the student made, so it is no evidence for the listed one (issue 32). (A hard-coded 4 is the worked
+# example's d_k, and there "divided by d_k" is what the student did.)
+WORKED_CONSTANTS = (2.0,)
+SCALED_SCORES_PLAUSIBLE = tuple((lambda Q, K, c=c: _raw(Q, K) / c) for c in WORKED_CONSTANTS)
+ATTENTION_WEIGHTS_PLAUSIBLE = tuple((lambda Q, K, c=c: _weights(Q, K, c)) for c in WORKED_CONSTANTS)
 
 ATTENTION_WEIGHTS_MISTAKES = [
     (lambda Q, K: _weights(Q, K, 1.0), NO_SCALE),
@@ -119,6 +134,7 @@ ATTENTION_MISTAKES = [
     (lambda Q, K, V: _weights(Q, K).T @ _array(V), WEIGHTS_TRANSPOSED),
     (lambda Q, K, V: _weights(Q, K), RETURNS_WEIGHTS),
 ]
+ATTENTION_PLAUSIBLE = tuple((lambda Q, K, V, c=c: _weights(Q, K, c) @ _array(V)) for c in WORKED_CONSTANTS)
 
 
 def _projected(X, W_Q, W_K, W_V, how):
@@ -151,11 +167,19 @@ def _reference_attention(Q, K, V):
     return ref_attention.attention(Q, K, V)
 
 
+def _scaled_by_d_model(X, W_Q, W_K, W_V):
+    # the width of X where the width of Q and K belongs
+    Q, K, V = ref_attention.project_qkv(X, W_Q, W_K, W_V)
+    return _weights(Q, K, np.sqrt(np.shape(X)[-1])) @ V
+
+
 SELF_ATTENTION_MISTAKES = (
     [(_self_attention_mistake(_reference_attention, projection), hint) for projection, hint in PROJECT_QKV_MISTAKES]
     # blending the keys is, in self-attention, the same computation as "V made with W_K" (listed above)
     + [(_self_attention_mistake(mistake), hint) for mistake, hint in ATTENTION_MISTAKES if hint != BLENDS_KEYS]
+    + [(_scaled_by_d_model, BY_D_MODEL)]
 )
+SELF_ATTENTION_PLAUSIBLE = tuple(_self_attention_mistake(mistake) for mistake in ATTENTION_PLAUSIBLE)
 
 
 def rows_sum_to_one(got, args, kwargs):
@@ -169,13 +193,16 @@ def rows_sum_to_one(got, args, kwargs):
 # ---------------------------------------------------------------- each graded function's check, declared once
 
 DOT_SCORES = Check(name="dot_scores", diagnoses=DOT_SCORES_MISTAKES, allowed=TOOLS)
-SCALED_SCORES = Check(name="scaled_scores", diagnoses=SCALED_SCORES_MISTAKES, allowed=TOOLS)
-ATTENTION_WEIGHTS = Check(name="attention_weights", diagnoses=ATTENTION_WEIGHTS_MISTAKES, allowed=TOOLS,
-                          extra_checks=(rows_sum_to_one,), nonfinite_hint=NONFINITE)
-ATTENTION = Check(name="attention", diagnoses=ATTENTION_MISTAKES, allowed=TOOLS, nonfinite_hint=NONFINITE)
+SCALED_SCORES = Check(name="scaled_scores", diagnoses=SCALED_SCORES_MISTAKES, plausible=SCALED_SCORES_PLAUSIBLE,
+                      allowed=TOOLS)
+ATTENTION_WEIGHTS = Check(name="attention_weights", diagnoses=ATTENTION_WEIGHTS_MISTAKES,
+                          plausible=ATTENTION_WEIGHTS_PLAUSIBLE, allowed=TOOLS, extra_checks=(rows_sum_to_one,),
+                          nonfinite_hint=NONFINITE)
+ATTENTION = Check(name="attention", diagnoses=ATTENTION_MISTAKES, plausible=ATTENTION_PLAUSIBLE, allowed=TOOLS,
+                  nonfinite_hint=NONFINITE)
 PROJECT_QKV = Check(name="project_qkv", diagnoses=PROJECT_QKV_MISTAKES, allowed=TOOLS, outputs=("Q", "K", "V"))
-SELF_ATTENTION = Check(name="self_attention", diagnoses=SELF_ATTENTION_MISTAKES, allowed=TOOLS,
-                       nonfinite_hint=NONFINITE)
+SELF_ATTENTION = Check(name="self_attention", diagnoses=SELF_ATTENTION_MISTAKES, plausible=SELF_ATTENTION_PLAUSIBLE,
+                       allowed=TOOLS, nonfinite_hint=NONFINITE)
 
 
 # ---------------------------------------------------------------- the visible checks
@@ -262,11 +289,10 @@ COVERAGE = {
     "scaled_scores": {"K: 2-D", "K: float32", "K: integers", "K: list", "Q: 2-D", "Q: float32", "Q: integers",
                       "Q: list", "T_q != T_k", "output near zero"},
     "attention_weights": {"K: 2-D", "K: float32", "K: integers", "K: list", "Q: 2-D", "Q: float32", "Q: integers",
-                          "Q: list", "T_q != T_k", "a slice spanning past exp's range", "output near zero",
-                          "values past exp's range"},
+                          "Q: list", "T_q != T_k", "output near zero", "values past exp's range"},
     "attention": {"K: 2-D", "K: float32", "K: integers", "K: list", "Q: 2-D", "Q: float32", "Q: integers", "Q: list",
-                  "T_q != T_k", "V: 2-D", "V: float32", "V: integers", "V: list", "a slice spanning past exp's range",
-                  "output near zero", "values past exp's range"},
+                  "T_q != T_k", "V: 2-D", "V: float32", "V: integers", "V: list", "output near zero",
+                  "values past exp's range"},
     "project_qkv": {"W_K: 2-D", "W_K: float32", "W_K: list", "W_Q: 2-D", "W_Q: float32", "W_Q: list", "W_V: 2-D",
                     "W_V: float32", "W_V: list", "X: 2-D", "X: float32", "X: list", "output near zero"},
     "self_attention": {"W_K: 2-D", "W_K: float32", "W_K: list", "W_Q: 2-D", "W_Q: float32", "W_Q: list", "W_V: 2-D",

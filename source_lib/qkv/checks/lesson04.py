@@ -305,6 +305,30 @@ DEPENDENCE_MISTAKES.append(
                          "from the original."))
 
 
+def _part_nudged(attend, X, delta=1.0, tol=1e-9, part="component 0"):
+    # what a probe finds when it nudges `part` instead of the whole of row j: "component 0" moves X[j, 0] only,
+    # "column" moves X[:, j], component j of every row (an IndexError past the last component, as the student's)
+    X = np.asarray(X, dtype=float)
+    baseline = np.asarray(attend(X))
+    depends = np.zeros((len(X), len(X)), dtype=bool)
+    for j in range(len(X)):
+        nudged = X.copy()
+        if part == "column":
+            nudged[:, j] += delta
+        else:
+            nudged[j, 0] += delta
+        depends[:, j] = np.abs(np.asarray(attend(nudged)) - baseline).max(axis=1) > tol
+    return depends
+
+
+DEPENDENCE_MISTAKES += [
+    (_part_nudged, "only component 0 of row j is nudged, and an output that does not read it seems not to depend "
+                   "on row j: add delta to every component of the row, X[j] += delta."),
+    (functools.partial(_part_nudged, part="column"),
+     "column j is nudged (component j of every row), so every output moves: nudge row j, X[j], one input token."),
+]
+
+
 def named(fn, name):
     fn.__name__ = name
     return fn
@@ -323,8 +347,28 @@ def probe_targets(W_Q, W_K, W_V):
             for name, mask in structures.items()]
 
 
+def dependence_confirmations():
+    """Targets [T = 4, d_in = 5] on which every catalogued probe mistake gives its own pattern, for confirming a
+    diagnosis made where two coincide (on causal attention a column nudge and accumulating nudges both find
+    everything; where component 0 is unread, nudging only it finds nothing, as a probe that never recomputes):
+    previous-token mixes, one of them also reading the future, read through every component (a column nudge moves
+    every output, accumulated nudges move those after their first input), and full self-attention whose component
+    0 reaches the queries only (nudging X[j, 0] alone moves output j alone)."""
+    X = np.linspace(-1.0, 1.0, 20).reshape(4, 5)
+    mix = np.array([[1.0, 0, 0, 1], [1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]])
+    readout = np.array([[1.0, 0.5], [0.25, 1.0], [2.0, 0.5], [1.0, -1.0], [0.5, 0.5]])
+    W_Q, W_K, W_V = np.random.default_rng(41).normal(size=(3, 5, 3))
+    W_K[0], W_V[0] = 0.0, 0.0
+    queries_only = functools.partial(ref_attention.self_attention, W_Q=W_Q, W_K=W_K, W_V=W_V)
+    return tuple(((attend, x), {}) for attend, x in (
+        (functools.partial(probes.mixed_readout, mix=mix, readout=readout), X),
+        (functools.partial(probes.mixed_readout, mix=mix.T.copy(), readout=readout), X[::-1].copy()),
+        (queries_only, X), (queries_only, X[::-1].copy())))
+
+
 PROBE_ALLOWED = (masking.causal_self_attention, ref_attention.self_attention)
 DEPENDENCE_MATRIX = Check(name="dependence_matrix", diagnoses=DEPENDENCE_MISTAKES, allowed=PROBE_ALLOWED,
+                          confirm_with=dependence_confirmations(),
                           meaning="D[i, j]: does output i change when input j is nudged?")
 
 
@@ -359,12 +403,11 @@ def dependence_matrix(student_probe):
 # that an answer right only on easier inputs is told here, not by lost points (tests/test_check_coverage.py).
 COVERAGE = {
     "causal_mask": {"T: numpy integer"},
-    "masked_softmax": {"a slice spanning past exp's range", "mask: 2-D", "mask: 3-D", "mask: causal",
-                       "mask: fully masked row", "mask: other pattern", "output near zero", "scores: 2-D",
-                       "scores: 3-D", "scores: 4-D", "scores: float32", "values past exp's range"},
+    "masked_softmax": {"mask: 2-D", "mask: 3-D", "mask: causal", "mask: fully masked row", "mask: other pattern",
+                       "output near zero", "scores: 2-D", "scores: 3-D", "scores: 4-D", "scores: float32",
+                       "values past exp's range"},
     "causal_self_attention": {"W_K: 2-D", "W_K: float32", "W_Q: 2-D", "W_Q: float32", "W_V: 2-D", "W_V: float32",
-                              "X: 2-D", "X: 3-D", "X: float32", "a slice spanning past exp's range",
-                              "values past exp's range"},
+                              "X: 2-D", "X: 3-D", "X: float32", "values past exp's range"},
     "dependence_matrix": {"X: 2-D", "delta by keyword", "delta: float", "tol by keyword", "tol: float"},
     "padding_mask": {"lengths: 1-D", "lengths: integers", "lengths: list"},
     "causal_padding_mask": {"lengths: 1-D", "lengths: integers", "lengths: list"},
