@@ -364,7 +364,7 @@ def test_a_lost_worker_or_a_changed_notebook_is_graded_by_the_coordinator(monkey
     lost = concurrent.futures.Future()
     lost.set_exception(RuntimeError("worker killed"))
     done = concurrent.futures.Future()
-    done.set_result((nbformat.writes(nb), {"worker": 1, "cpu_seconds": 1.0}))
+    done.set_result((nbformat.writes(nb), {"drawn_as": "fine", "worker": 1, "cpu_seconds": 1.0}))
     parallel.PENDING.update({("lost", "01-lookup"): parallel.Pending(parallel.fingerprint(nb), lost),
                              ("changed", "01-lookup"): parallel.Pending("another notebook", done),
                              ("fine", "01-lookup"): parallel.Pending(parallel.fingerprint(nb), done)})

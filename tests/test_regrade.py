@@ -276,3 +276,22 @@ def test_a_worker_draws_as_the_student_it_was_sent(draws_seen, monkeypatch):
         parallel.execute_submission("01-lookup", who, nbformat.writes(one_test_cell()), source, {})
     ann, ann_again, ben = draws_seen
     assert ann == ann_again != ben
+
+
+def test_the_coordinator_takes_a_workers_grade_only_if_drawn_as_the_student_nbgrader_names(monkeypatch):
+    """make grade's coordinator (PooledExecute) checks whose draws the worker used: a result drawn as another
+    student is graded again here, so a mix-up between staging and nbgrader cannot change a grade."""
+    import concurrent.futures
+    graded_here = []
+    monkeypatch.setattr(preprocessors.SandboxedExecute, "preprocess",
+                        lambda self, nb, resources: (graded_here.append(resources["nbgrader"]["student"]) or nb,
+                                                     resources))
+    nb = one_test_cell()
+    for drawn_as in ("ann", "ben"):
+        done = concurrent.futures.Future()
+        done.set_result((nbformat.writes(nb), {"drawn_as": drawn_as, "worker": 1, "cpu_seconds": 1.0}))
+        parallel.PENDING[("ann", "01-lookup")] = parallel.Pending(parallel.fingerprint(nb), done)
+        parallel.PooledExecute().preprocess(nb, {"nbgrader": {"student": "ann", "notebook": "01-lookup",
+                                                              "assignment": "01-lookup"}})
+    assert graded_here == ["ann"] and not parallel.PENDING  # the second result, drawn as ben, is graded here
+    assert parallel.MEASUREMENTS[-1]["drawn_as"] == "ann"

@@ -194,7 +194,7 @@ def execute_submission(lesson, student, notebook_json, source_json, settings):
     graded = executor.execute(nbformat.reads(notebook_json, as_version=4), lesson,
                               nbformat.reads(source_json, as_version=4), template, student=student)
     return nbformat.writes(graded), {
-        "worker": os.getpid(), "wall_seconds": time.perf_counter() - started,
+        "drawn_as": student, "worker": os.getpid(), "wall_seconds": time.perf_counter() - started,
         "cpu_seconds": _cpu_seconds() - cpu + executor.kernel_cpu_seconds,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "template_peak_rss_mb": template.peak_rss_mb() if template else 0.0, "forked": template is not None}
@@ -239,7 +239,8 @@ def sanitize(chain, config, nb, resources):
 
 
 class PooledExecute(preprocessors.SandboxedExecute):
-    """SandboxedExecute that uses the worker's result for this submission, computed from the same notebook."""
+    """SandboxedExecute that uses the worker's result for this submission, computed from the same notebook with the
+    hidden tests' draws of the student nbgrader names (qkv_grading.draws_of)."""
 
     def preprocess(self, nb, resources):
         nbg = resources["nbgrader"]
@@ -251,8 +252,12 @@ class PooledExecute(preprocessors.SandboxedExecute):
                 self.log.warning("qkv grader: the worker grading %s failed (%s); grading it here",
                                  nbg["student"], error)
             else:
-                MEASUREMENTS.append(dict(measured, student=nbg["student"]))
-                return nbformat.reads(graded_json, as_version=4), resources
+                if measured.get("drawn_as") == nbg["student"]:
+                    MEASUREMENTS.append(dict(measured, student=nbg["student"]))
+                    return nbformat.reads(graded_json, as_version=4), resources
+                # its hidden tests drew another student's inputs: the grade must be the one a regrade gives
+                self.log.warning("qkv grader: the worker graded %s with the draws of %r; grading it here",
+                                 nbg["student"], measured.get("drawn_as"))
         elif pending is not None:
             self.log.warning("qkv grader: %s changed between staging and grading; grading it here",
                              nbg["student"])
