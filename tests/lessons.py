@@ -65,6 +65,15 @@ def student(lesson, replace=None):
     return namespace
 
 
+def each_draw(lesson, draws=3):
+    """Run the loop's body `draws` times, each drawing the hidden tests' inputs as a student of its own: the draws are
+    seeded by the student (qkv_grading.draws_of), so the same call twice outside one draws the same inputs."""
+    import qkv_grading  # autograde/ is on the path once conftest has run
+    for draw in range(draws):
+        with qkv_grading.draws_of(lesson, f"draw-{draw}"):
+            yield draw
+
+
 def assert_rejected(check, fn, *args, match=None):
     """The hidden/visible check must fail on this mutant, with a Hint (not a crash of the grader)."""
     with pytest.raises(Hint, match=match) as caught:

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from lessons import assert_rejected, mutant, student
+from lessons import assert_rejected, each_draw, mutant, student
 from qkv import attention, lookup
 from qkv.checks import lesson01 as visible
 from qkv_grading import lesson01 as hidden
@@ -368,7 +368,7 @@ def soft_lookup_by_temperature(query, keys, values, temperatures):
 
 @pytest.mark.parametrize("grade, check, name, source", CONTRACT_MUTANTS, ids=[c[2] for c in CONTRACT_MUTANTS])
 def test_hidden_tests_reject_mistakes_only_hard_inputs_show(grade, check, name, source):
-    for _ in range(3):  # on every draw
+    for _ in each_draw(LESSON):  # on every draw
         assert_rejected(check, mutant(LESSON, grade, source))
 
 

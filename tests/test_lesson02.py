@@ -6,7 +6,7 @@ from lessons import assert_rejected, mutant, student
 from qkv import attention
 from qkv.checking import check_against
 from qkv.checks import lesson02 as visible
-from qkv_grading import lesson02 as hidden
+from qkv_grading import draws_of, lesson02 as hidden
 
 LESSON = "02-by-hand"
 Q, K, V = visible.WORKED_Q, visible.WORKED_K, visible.WORKED_V
@@ -429,7 +429,8 @@ VARIANT_CASES = [(g, n, s) for g, d in VARIANTS.items() for n, s in d.items()]
 @pytest.mark.parametrize("grade, name, source", VARIANT_CASES, ids=[f"{g}:{n}" for g, n, _ in VARIANT_CASES])
 def test_hidden_and_visible_tests_accept_correct_variant(grade, name, source, repeat):
     fn = mutant(LESSON, grade, source)
-    MUTANTS[grade][0](fn)  # hidden: fresh random draws each repeat
+    with draws_of(LESSON, f"draw-{repeat}"):  # hidden: each repeat draws as a student of its own
+        MUTANTS[grade][0](fn)
     MUTANTS[grade][1](fn)
 
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from lessons import assert_rejected, mutant, student
+from lessons import assert_rejected, each_draw, mutant, student
 from qkv import attention, scaling
 from qkv.checks import lesson03 as visible
 from qkv_grading import lesson03 as hidden
@@ -496,7 +496,7 @@ VARIANT_CASES = [(g, n, s) for g, d in VARIANTS.items() for n, s in d.items()]
 @pytest.mark.parametrize("grade, name, source", VARIANT_CASES, ids=[f"{g}:{n}" for g, n, _ in VARIANT_CASES])
 def test_hidden_and_visible_tests_accept_correct_variant(grade, name, source):
     fn = mutant(LESSON, grade, source)
-    for _ in range(3):  # fresh draws each time
+    for _ in each_draw(LESSON):  # three students' draws
         HIDDEN[grade](fn)
     VISIBLE[grade](fn)
 

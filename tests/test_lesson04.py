@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from lessons import assert_rejected, mutant, student
+from lessons import assert_rejected, each_draw, mutant, student
 from qkv import attention, masking
 from qkv.checks import lesson04 as visible
 from qkv_grading import lesson04 as hidden
@@ -649,7 +649,7 @@ VARIANT_CASES = [(g, n, s) for g, d in VARIANTS.items() for n, s in d.items()]
 @pytest.mark.parametrize("grade, name, source", VARIANT_CASES, ids=[f"{g}:{n}" for g, n, _ in VARIANT_CASES])
 def test_hidden_and_visible_checks_accept_correct_variant(grade, name, source):
     fn = mutant(LESSON, grade, source)
-    for _ in range(3):  # fresh random draws each time
+    for _ in each_draw(LESSON):  # three students' draws
         HIDDEN[grade](fn)
     VISIBLE[grade](fn)
 
@@ -708,5 +708,5 @@ def masked_softmax(scores, mask):
 
 @pytest.mark.parametrize("grade, name, source", CONTRACT_MUTANTS, ids=[c[1] for c in CONTRACT_MUTANTS])
 def test_hidden_tests_reject_mistakes_only_hard_inputs_show(grade, name, source):
-    for _ in range(3):  # on every draw
+    for _ in each_draw(LESSON):  # on every draw
         assert_rejected(HIDDEN[grade], mutant(LESSON, grade, source))

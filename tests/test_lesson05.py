@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from lessons import assert_rejected, error_outputs_of_a_graded_perfect_notebook, mutant, mutant_rejection_tests, student
+from lessons import (assert_rejected, each_draw, error_outputs_of_a_graded_perfect_notebook, mutant,
+                     mutant_rejection_tests, student)
 from qkv import attention, heads, model, plots, scaling
 from qkv.checks import lesson05 as visible
 from qkv_grading import lesson05 as hidden
@@ -525,12 +526,12 @@ def test_hidden_kv_test_rejects_d_head_derived_from_fields_the_exercise_does_not
 def kv_cache_bytes_per_token(config, bytes_per_element):
     return 2 * config.n_layers * config.n_kv_heads * (config.d_model // config.n_heads) * bytes_per_element
 """
-    for _ in range(3):
+    for _ in each_draw(LESSON):
         assert_rejected(hidden.kv_cache_bytes_per_token, mutant(LESSON, "kv_cache_bytes_per_token", derived))
 
 
 def test_hidden_mha_test_rejects_a_scale_by_the_model_width_on_every_draw():
-    for _ in range(3):
+    for _ in each_draw(LESSON):
         assert_rejected(hidden.multi_head_attention,
                         mutant(LESSON, "multi_head_attention", MHA_MUTANTS["scales by sqrt(d_model)"]))
 

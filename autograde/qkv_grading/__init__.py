@@ -50,7 +50,7 @@ def draws_of(lesson, student):
     (its slug or number)."""
     if not isinstance(student, str) or not student:
         raise ValueError(f"draws_of needs a student id (a non-empty string), got {student!r}.")
-    token = _DRAWER.set((lessons.lesson(lesson).slug, student))
+    token = _DRAWER.set((_slug(lesson), student))
     try:
         yield
     finally:
@@ -59,7 +59,7 @@ def draws_of(lesson, student):
 
 def draw_seed(lesson, student, test):
     """The seed of one draw: a stable hash of (lesson slug, student id, test), the same in every process."""
-    material = json.dumps([lessons.lesson(lesson).slug, student, test]).encode()
+    material = json.dumps([_slug(lesson), student, test]).encode()
     return np.random.SeedSequence(int.from_bytes(hashlib.sha256(material).digest(), "big"))
 
 
@@ -71,6 +71,14 @@ def fresh_rng():
     test = f"{caller.f_code.co_qualname}:{caller.f_lineno - caller.f_code.co_firstlineno}"
     lesson, student = _DRAWER.get() or (_lesson_of_module(caller.f_globals.get("__name__")), LESSON_ONLY)
     return np.random.default_rng(draw_seed(lesson, student, test))
+
+
+def _slug(lesson):
+    """A course lesson by its slug, whether named by number or slug; any other assignment by its own name."""
+    try:
+        return lessons.lesson(lesson).slug
+    except ValueError:
+        return str(lesson)
 
 
 def _lesson_of_module(module_name):
