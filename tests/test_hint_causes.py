@@ -32,6 +32,18 @@ from qkv_edition import fixtures
 
 LESSONS = [row.slug for row in qkv.lessons.LESSONS if int(row.number) <= 7]
 
+PROBE = """
+def dependence_matrix(attend, X, delta=1.0, tol=1e-9):
+    X = np.asarray(X, float)
+    baseline = np.asarray(attend(X))
+    D = np.zeros((len(X), len(X)), dtype=bool)
+    for j in range(len(X)):
+        nudged = X.copy()
+        {nudge}
+        D[:, j] = np.abs(np.asarray(attend(nudged)) - baseline).max(axis=1) > tol
+    return D
+"""
+
 # The issue's examples, as a student writes them: {check name: [(source, hints it may be told or () for none)]}.
 # A hint is named by a fragment of its text; any other catalogued hint is a wrong cause.
 ISSUE_EXAMPLES = {
@@ -53,27 +65,10 @@ def self_attention(X, W_Q, W_K, W_V):
     e = np.exp(scores - scores.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True) @ V
 """, ("square root of d_model",))],
-    "dependence_matrix": [("""
-def dependence_matrix(attend, X, delta=1.0, tol=1e-9):
-    X = np.asarray(X, float)
-    baseline = np.asarray(attend(X))
-    D = np.zeros((len(X), len(X)), dtype=bool)
-    for j in range(len(X)):
-        nudged = X.copy()
-        nudged[j, 0] += delta  # one component of row j only
-        D[:, j] = np.abs(np.asarray(attend(nudged)) - baseline).max(axis=1) > tol
-    return D
-""", ("only component 0 of row j",)), ("""
-def dependence_matrix(attend, X, delta=1.0, tol=1e-9):
-    X = np.asarray(X, float)
-    baseline = np.asarray(attend(X))
-    D = np.zeros((len(X), len(X)), dtype=bool)
-    for j in range(len(X)):
-        nudged = X.copy()
-        nudged[:, j] += delta  # column j: component j of every row
-        D[:, j] = np.abs(np.asarray(attend(nudged)) - baseline).max(axis=1) > tol
-    return D
-""", ("column j is nudged",))],
+    "dependence_matrix": [(PROBE.format(nudge="nudged[j, 0] += delta  # one component of row j only"),
+                           ("only component 0 of row j",)),
+                          (PROBE.format(nudge="nudged[:, j] += delta  # column j: component j of every row"),
+                           ("column j is nudged",))],
 }
 
 
