@@ -38,10 +38,11 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # folder; the test cells run here and call the student's functions across the boundary with plain data.
 import nbgrader.apps.autogradeapp  # noqa: E402
 import nbgrader.apps.generatefeedbackapp  # noqa: E402
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput,  # noqa: E402
-                                    DeduplicateIds, IgnorePattern, LimitOutput, OverwriteKernelspec)
+from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds, IgnorePattern,  # noqa: E402
+                                    LimitOutput, OverwriteKernelspec)
 from qkv_autograde.converter import QkvAutograde  # noqa: E402
 from qkv_autograde.hand_scores import SaveAutoGradesAndHandScores  # noqa: E402
+from qkv_autograde.late import AssignLatePenaltiesHonouringTheLmsMark  # noqa: E402
 from qkv_autograde.preprocessors import (RecordAnomalies, RecoverMetadata, RestoreLockedCells,  # noqa: E402
                                          SandboxedExecute)
 from qkv_autograde.feedback import QkvGenerateFeedback  # noqa: E402
@@ -63,9 +64,20 @@ use_the_courses_converters()
 # RecoverMetadata first: nbgrader's own steps trust the cells' metadata, and a student can write anything there
 c.Autograde.sanitize_preprocessors = [RecoverMetadata, ClearOutput, DeduplicateIds, OverwriteKernelspec,
                                       RestoreLockedCells, CheckCellMetadata]
-# SaveAutoGradesAndHandScores: nbgrader's SaveAutoGrades, and a hand score whose answer changed is flagged for review
+# SaveAutoGradesAndHandScores: nbgrader's SaveAutoGrades, and a hand score whose answer changed is flagged for review;
+# AssignLatePenaltiesHonouringTheLmsMark: nbgrader's AssignLatePenalties, which also penalises Canvas's late mark
+# (no time), except for a student with an extension (qkv_autograde/late.py)
 c.Autograde.autograde_preprocessors = [SandboxedExecute, IgnorePattern, LimitOutput, SaveAutoGradesAndHandScores,
-                                       AssignLatePenalties, CheckCellMetadata, RecordAnomalies]
+                                       AssignLatePenaltiesHonouringTheLmsMark, CheckCellMetadata, RecordAnomalies]
+# Late work (README, "Late work"): no penalty unless set here, on both routes (make grade from an LMS export, and
+# nbgrader's exchange). A late submission is one handed in after the due date and the student's extension, or one the
+# LMS marked late without a time (Canvas). Either nbgrader's own "zero":
+#   c.LateSubmissionPlugin.penalty_method = "zero"
+# or a fraction of the score:
+#   c.LatePenalty.fraction = 0.5
+# Canvas's import matches a column to an assignment by its "Assignment name (id)" header (the first row of a
+# gradebook export from Canvas); given here once per lesson, it heads that lesson's column of canvas-grades.csv:
+#   c.CanvasGrades.assignment_headers = {"01-lookup": "Lesson 1: lookup (123456)"}
 # `nbgrader zip_collect` (and `make grade SUBMISSIONS=export.zip`) unpacks LMS exports safely and knows their
 # file names (qkv_autograde/collector.py documents the patterns)
 from qkv_autograde.collector import SubmissionCollector  # noqa: E402

@@ -6,13 +6,15 @@ module-scoped `term` below (`--dist loadfile` keeps this module on one worker: t
 than grading a class of its own; a student it needs is added to `CLASS` in a small edit.
 
 The class, as Canvas's Submissions > Download names it (`<sortablename>_[LATE_]<user id>_<attachment id>_<file>`),
-with the course's config giving a penalty for a late submission (`c.LatePenalty.fraction`: Canvas marks LATE but
-gives no time) and the Canvas import's "Assignment name (id)" header of the lesson
-(`c.CanvasGrades.assignment_headers`).
+and two students who handed in through nbgrader's exchange (already collected into submitted/ with nbgrader's
+timestamp.txt, so the same `make grade` grades them: the exchange route), with the course's config giving a penalty
+for a late submission (`c.LatePenalty.fraction`: Canvas marks LATE but gives no time) and the Canvas import's
+"Assignment name (id)" header of the lesson (`c.CanvasGrades.assignment_headers`).
 """
 import csv
 import os
 import pathlib
+import re
 import subprocess
 import sys
 from typing import NamedTuple
@@ -20,7 +22,7 @@ from typing import NamedTuple
 import nbformat
 import pytest
 
-from lessons import copy_course, solved_release
+from lessons import copy_course, hand_in, solved_release
 from test_class_intake import entry, make_zip
 from test_grading_sandbox import with_fast_limits
 
@@ -32,7 +34,6 @@ pytestmark = pytest.mark.grading_class
 DUE = (2026, 11, 5, 10, 0, 0)
 LATE_FRACTION = 0.5                                  # what a late submission loses, in the course's config
 CANVAS_HEADER = "Lesson 1: lookup (123456)"          # Canvas's "Assignment name (id)" of lesson 01
-EXTENSION_DAYS = 2                                   # granted with nbgrader's Gradebook.grant_extension
 PARTIAL = ["hard_lookup", "softmax"]                 # the cells the partial students solved
 
 # user id -> (Canvas's file name in the download, the cells solved: None = all, [] = blank)
@@ -47,7 +48,10 @@ CLASS = {
     "10007-1": (f"eded_10007_500008_{LESSON}-1.ipynb", None),  # ... then Canvas's own resubmission name: perfect
     "10008": (f"fayfay_LATE_10008_500009_{NB}", None),         # perfect, late by Canvas's mark, with an extension
 }
-EXTENDED = "10008"
+# the exchange route: student -> nbgrader's timestamp.txt (1 d after the due date), both perfect
+EXCHANGE = {"gil": "2026-11-06 10:00:00.000000 UTC",                # late by its time
+            "hal": "2026-11-06 10:00:00.000000 UTC"}                # as late, but within an extension
+EXTENSIONS = {"10008": 2, "hal": 2}                                 # days, granted with Gradebook.grant_extension
 
 
 class Term(NamedTuple):
@@ -67,17 +71,25 @@ def configure_the_term(instructor):
                      f"c.CanvasGrades.assignment_headers = {{{LESSON!r}: {CANVAS_HEADER!r}}}\n")
 
 
-def set_due_date_and_extension(instructor):
-    """The due date, and nbgrader's extension for one student, set before grading as README says."""
+def set_due_date_and_extensions(instructor):
+    """The due date, and nbgrader's extensions, set before grading as README says."""
     import datetime
 
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{instructor}/gradebook.db") as gb:
         gb.update_or_create_assignment(LESSON, duedate=datetime.datetime(*DUE))
-        gb.update_or_create_student(EXTENDED)
-        gb.update_or_create_submission(LESSON, EXTENDED)   # nbgrader keeps an extension on the submission
-        gb.grant_extension(LESSON, EXTENDED, days=EXTENSION_DAYS)
+        for student, days in EXTENSIONS.items():
+            gb.update_or_create_student(student)
+            gb.update_or_create_submission(LESSON, student)   # nbgrader keeps an extension on the submission
+            gb.grant_extension(LESSON, student, days=days)
+
+
+def collected_from_the_exchange(instructor):
+    """What `nbgrader collect` leaves in submitted/: the notebook and the exchange's timestamp.txt."""
+    for student, timestamp in EXCHANGE.items():
+        hand_in(instructor, LESSON, student, solved_release(LESSON))
+        (instructor / "submitted" / student / LESSON / "timestamp.txt").write_text(timestamp)
 
 
 def canvas_download(path):
@@ -96,7 +108,8 @@ def term(tmp_path_factory):
     configure_the_term(instructor)
     subprocess.run([str(BIN / "nbgrader"), "generate_assignment", LESSON, "--force"], cwd=instructor, env=env(),
                    check=True, capture_output=True)
-    set_due_date_and_extension(instructor)
+    set_due_date_and_extensions(instructor)
+    collected_from_the_exchange(instructor)
     export = canvas_download(parent / "export.zip")
     done = subprocess.run([sys.executable, "-m", "qkv_autograde", LESSON, "--submissions", str(export), "--jobs", "2"],
                           cwd=instructor, env=env(), capture_output=True, text=True, timeout=1800)
@@ -109,6 +122,7 @@ def term(tmp_path_factory):
 def test_canvas_grades_carry_the_assignment_header_given_once_in_config(term):
     canvas = list(csv.reader((term.instructor / "canvas-grades.csv").open(newline="")))
     assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", CANVAS_HEADER]
+
 
 # ------------------------------------------------------------------ item 1: feedback back through the LMS, in bulk
 
@@ -195,3 +209,62 @@ def test_a_page_from_the_zip_draws_its_maths_offline_from_another_folder(term, t
     assert formulas >= 10 and raised and all(raised), (formulas, raised)
     assert raw_tex == []
     assert asked == [downloaded.as_uri()]
+
+
+def grades_csv(term):
+    return {r["student_id"]: r for r in csv.DictReader((term.instructor / "grades.csv").open(newline=""))}
+
+
+def anomaly_report(term):
+    return {r["student"]: r for r in csv.DictReader((term.instructor / f"anomalies-{LESSON}.csv").open(newline=""))
+            if r["notebook"]}
+
+
+def anomaly_page_row(term, student):
+    page = (term.instructor / f"anomalies-{LESSON}.html").read_text()
+    return re.search(rf"<tr[^>]*><td>{student}</td>.*?</tr>", page, re.S).group(0)
+
+
+def canvas_scores(term):
+    return {row[1]: row[5] for row in csv.reader((term.instructor / "canvas-grades.csv").open(newline=""))}
+
+
+def feedback_page(term, student):
+    return (term.instructor / "feedback" / student / LESSON / f"{LESSON}.html").read_text()
+
+
+# ------------------------------------------------------- item 2: an extension honoured by every page and CSV
+
+def test_an_extension_is_honoured_by_every_page_and_csv(term):
+    """Canvas marks 10008 late (no time) and hal handed in 1 d late through the exchange; both have an extension
+    of 2 d, so the gradebook gives no penalty, and nothing says late."""
+    grades, report, canvas = grades_csv(term), anomaly_report(term), canvas_scores(term)
+    for student in ("10008", "hal"):
+        assert (grades[student]["late_submission_penalty"], grades[student]["score"]) == ("0.0", "13.0")
+        assert "late" not in report[student]["anomalies"].split("; "), report[student]
+        assert "extension of 2 d" in report[student]["details"] and report[student]["score"] == "13.0"
+        row = anomaly_page_row(term, student)
+        assert "<b>late</b>" not in row and "<td>13.0</td>" in row, row
+        assert "Late submission penalty" not in feedback_page(term, student)
+    assert canvas["10008"] == "13.0"
+    # the report's score column is the grade, after any late penalty, for everyone
+    assert {s: float(r["score"]) for s, r in report.items()} == {s: float(g["score"]) for s, g in grades.items()}
+
+
+# ---------------------------------------- item 3: a penalty for Canvas's late mark, the same on both routes
+
+def test_a_late_submission_loses_the_configured_fraction_on_both_routes(term):
+    """10004: Canvas's LATE mark, no time (make grade from the export); gil: 1 d after the due date by the
+    exchange's timestamp. Both perfect (13.0), both lose c.LatePenalty.fraction = 0.5 of it."""
+    grades, report, canvas = grades_csv(term), anomaly_report(term), canvas_scores(term)
+    for student in ("10004", "gil"):
+        assert [grades[student][k] for k in ("raw_score", "late_submission_penalty", "score")] == [
+            "13.0", "6.5", "6.5"], grades[student]
+        assert "late" in report[student]["anomalies"].split("; ") and report[student]["score"] == "6.5"
+        assert "<td>6.5</td>" in anomaly_page_row(term, student)
+        assert "Late submission penalty (Score: -6.5)" in feedback_page(term, student)
+    assert "marked late by Canvas" in report["10004"]["details"]
+    assert "submitted 1 d after the due date (2026-11-05 10:00:00)" in report["gil"]["details"]
+    assert canvas["10004"] == "6.5"
+    assert "late" not in report["10001"]["anomalies"] and grades["10001"]["score"] == "13.0"
+

@@ -25,7 +25,7 @@ from test_class_intake import (course, entry, lms_record, make_zip, names, noteb
                                tag_of, zip_bytes)
 
 sys.path.insert(0, str(ROOT / "autograde"))
-from qkv_autograde import exports, intake, submissions  # noqa: E402
+from qkv_autograde import exports, intake, late, submissions  # noqa: E402
 
 LESSON = "01-lookup"
 BIN = pathlib.Path(sys.executable).parent
@@ -152,11 +152,11 @@ def test_lateness_reaches_the_timestamp_and_the_report(course, tmp_path, with_gr
     notes = intake.collect(export, course, LESSON)
     assert sorted((n["student"], n["name"]) for n in notes) == [("20999", "late"), ("30000", "late"), ("alee", "late")]
     assert (course / "submitted" / "alee" / LESSON / "timestamp.txt").read_text().startswith("2026-11-05 11:30:00")
-    staged = submissions.stage(str(course), "submitted", LESSON, [LESSON], str(course.parent / "notebooks" / LESSON))
-    late = {s.student: [a["detail"] for a in s.anomalies if a["name"] == "late"] for s in staged}
-    assert late == {"10000": [], "20999": ["marked late by Canvas (its download gives no time)"],
-                    "30000": ["marked late by Canvas (its download gives no time)"],
-                    "alee": ["submitted 1 h 30 min after the due date (2026-11-05 10:00:00)"], "bwu": []}
+    # what the report and the penalty judge by (late.py): Canvas's mark where the LMS gave no time; a time goes to
+    # timestamp.txt, which nbgrader judges against the due date and the student's extension
+    marks = {s: late.lms_mark(course / "submitted" / s / LESSON) for s in ("10000", "20999", "30000", "alee", "bwu")}
+    assert marks == {"10000": None, "20999": "marked late by Canvas (its download gives no time)",
+                     "30000": "marked late by Canvas (its download gives no time)", "alee": None, "bwu": None}
     from nbgrader.api import Gradebook
     with Gradebook(with_gradebook) as gb:   # the name the LMS shows, for nbgrader's formgrader and grades.csv
         assert gb.find_student("20999").last_name == "smithjohn"
@@ -285,3 +285,67 @@ def test_one_canvas_header_for_two_lessons_is_refused():
         exports.canvas_headers(config)
     config.CanvasGrades.assignment_headers = {LESSON: "Lesson 1 (1)", "02-attention": "Lesson 2 (2)"}
     assert exports.canvas_headers(config) == {LESSON: "Lesson 1 (1)", "02-attention": "Lesson 2 (2)"}
+
+
+# --------------------------------------------------------- late: the extension, the time, the LMS's mark (35.2, 35.3)
+
+DUE_AT = datetime.datetime(2026, 11, 5, 10, 0, 0)
+CANVAS_MARK = "marked late by Canvas (its download gives no time)"
+
+
+@pytest.mark.parametrize("timestamp, extension_days, mark, expected", [
+    (DUE_AT + datetime.timedelta(days=1), 0, None, (True, "submitted 1 d after the due date (2026-11-05 10:00:00)")),
+    (DUE_AT + datetime.timedelta(days=1), 2, None,
+     (False, "submitted 1 d after the due date (2026-11-05 10:00:00), within its extension of 2 d: not late")),
+    (DUE_AT + datetime.timedelta(days=3), 2, None,
+     (True, "submitted 1 d after the due date with its extension of 2 d (2026-11-07 10:00:00)")),
+    (DUE_AT - datetime.timedelta(hours=1), 0, None, (False, None)),
+    (None, 0, CANVAS_MARK, (True, CANVAS_MARK)),
+    (None, 2, CANVAS_MARK, (False, f"{CANVAS_MARK}, but an extension of 2 d is granted: not penalised (Canvas's mark "
+                                   f"counts from its own due date, with no time to compare)")),
+    (None, 0, None, (False, None))])
+def test_lateness_is_judged_against_the_due_date_and_the_extension(timestamp, extension_days, mark, expected):
+    extension = datetime.timedelta(days=extension_days) if extension_days else None
+    assert tuple(late.verdict(timestamp, DUE_AT, extension, mark)) == expected
+
+
+def test_a_late_penalty_is_a_fraction_of_the_score_or_nbgraders_zero():
+    from traitlets.config import Config
+    config = Config()
+    assert late.LatePenalty(config=config).late_submission_penalty("s", 13.0, None) is None   # none by default
+    config.LatePenalty.fraction = 0.5
+    assert late.LatePenalty(config=config).late_submission_penalty("s", 13.0, None) == 6.5   # Canvas's mark
+    assert late.LatePenalty(config=config).late_submission_penalty("s", 13.0, 86400.0) == 6.5
+    config.LateSubmissionPlugin.penalty_method = "zero"                                    # README's older recipe
+    assert late.LatePenalty(config=config).late_submission_penalty("s", 13.0, None) == 13.0
+
+
+def test_an_extension_granted_after_grading_takes_the_penalty_off_without_regrading(tmp_path, monkeypatch):
+    """make grade reapplies every graded notebook's penalty from the gradebook as it is, before grading."""
+    from nbgrader.api import Gradebook
+    from traitlets.config import Config
+
+    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")  # nbgrader's alembic
+    config = Config()
+    config.CourseDirectory.root = str(tmp_path)
+    config.CourseDirectory.db_url = f"sqlite:///{tmp_path}/gradebook.db"
+    config.LatePenalty.fraction = 0.5
+    with Gradebook(config.CourseDirectory.db_url) as gb:
+        gb.add_assignment(LESSON, duedate=DUE_AT)
+        gb.add_notebook(LESSON, LESSON)
+        gb.add_grade_cell("test_softmax", LESSON, LESSON, max_score=4, cell_type="code")
+        gb.add_student("gil")
+        gb.add_submission(LESSON, "gil", timestamp=DUE_AT + datetime.timedelta(days=1))
+        gb.find_grade("test_softmax", LESSON, LESSON, "gil").auto_score = 4
+        gb.db.commit()
+
+    def penalty():
+        with Gradebook(config.CourseDirectory.db_url) as gb:
+            return gb.find_submission_notebook(LESSON, LESSON, "gil").late_submission_penalty
+
+    late.AssignLatePenaltiesHonouringTheLmsMark(config=config).reapply(LESSON)
+    assert penalty() == 2.0
+    with Gradebook(config.CourseDirectory.db_url) as gb:
+        gb.grant_extension(LESSON, "gil", days=2)
+    late.AssignLatePenaltiesHonouringTheLmsMark(config=config).reapply(LESSON)
+    assert penalty() is None

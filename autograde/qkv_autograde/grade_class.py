@@ -27,7 +27,7 @@ from qkv import threads
 
 from . import feedback as feedback_pages
 from . import lms_feedback
-from . import bulk_grading, cluster_security, exports, intake, item_analysis, parallel, report, submissions
+from . import bulk_grading, cluster_security, exports, intake, item_analysis, late, parallel, report, submissions
 from .converter import completely_graded, ensure_in_gradebook
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -263,6 +263,8 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
     app = _nbgrader_app(lesson, force)
     exports.canvas_headers(app.config)  # a malformed header stops here, not after the class is graded
     ensure_in_gradebook(app.coursedir, lesson, app.log)  # the sanitize step below reads the lesson's cells there
+    # what was graded earlier gets today's late penalty: an extension granted since reaches every page and CSV
+    late.AssignLatePenaltiesHonouringTheLmsMark(config=app.config).reapply(lesson)
     settings = parallel.settings_of(app.config)
     workers = (DaskWorkers(scheduler, lesson, settings, insecure=insecure_scheduler) if scheduler
                else LocalWorkers(jobs, lesson, settings))

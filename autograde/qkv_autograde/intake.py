@@ -39,6 +39,7 @@ from traitlets.config.loader import PyFileConfigLoader
 from . import history
 from .collector import SubmissionCollector, gradescope_submitters, released_notebooks
 from .extractor import ARCHIVES, SafeExtractor, is_ignored, is_inside
+from .late import duration
 from .lms_names import LMS_RECORD, named_time, note
 from .submissions import NotebookLimits
 
@@ -204,7 +205,7 @@ def _record_lms(records, coursedir, lesson, course_root):
                 continue
             stamp = named_time(record.get("timestamp"))
             if stamp and duedate and stamp > duedate:
-                record["late"] = (f"submitted {_duration((stamp - duedate).total_seconds())} "
+                record["late"] = (f"submitted {duration((stamp - duedate).total_seconds())} "
                                   f"after the due date ({duedate})")
             kept = {k: record[k] for k in ("lms", "user_id", "name", "late", "timestamp", "attachment_id")
                     if record.get(k)}
@@ -216,13 +217,6 @@ def _record_lms(records, coursedir, lesson, course_root):
                 first, _, last = record["name"].rpartition(" ")
                 gb.update_or_create_student(student, first_name=first or None, last_name=last)
     return notes
-
-
-def _duration(seconds):
-    minutes = int(seconds // 60)
-    days, hours, minutes = minutes // 1440, minutes // 60 % 24, minutes % 60
-    return " ".join(f"{n} {unit}" for n, unit in ((days, "d"), (hours, "h"), (minutes, "min")) if n) or \
-        f"{int(seconds)} s"
 
 
 def _copy_group_members(collector, coursedir, lesson, course_root):

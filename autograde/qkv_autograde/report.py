@@ -16,8 +16,8 @@ import sys
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 
-from . import hand_scores, history, similarity, submissions
-from .exports import write_csv
+from . import hand_scores, history, late, similarity, submissions
+from .exports import final_score, write_csv
 
 
 def _key(note):
@@ -65,13 +65,23 @@ def rows(course_root, db_url, lesson, staged, autograded="autograded", extra=Non
             if notebook:
                 try:
                     submission = gb.find_submission_notebook(notebook, lesson, student)
-                    score, max_score = submission.score, submission.max_score
+                    score, max_score = final_score(submission), submission.max_score  # as grades.csv has it
+                    notes = _lateness_as_graded(notes, gb.find_submission(lesson, student),
+                                                os.path.join(course_root, "submitted", student, lesson))
                     notes += hand_scores.report_notes(course_root, gb, past, lesson, student, notebook)
                 except MissingEntry:
                     pass
             yield {"student": student, "notebook": notebook, "score": score, "max_score": max_score,
                    "anomalies": notes, "collected": history.collections_of(past, student, notebook),
                    "graded": graded}
+
+
+def _lateness_as_graded(notes, submission, submitted_folder):
+    """The notes with the gradebook's verdict on lateness (late.py: the extension, the time, the LMS's mark) in
+    place of what collection said, so that the report agrees with the penalty in grades.csv and the feedback."""
+    kept = [a for a in notes if a.get("name") not in ("late", "extension")]
+    verdict = late.report_note(submission, submitted_folder)
+    return kept + [verdict] if verdict else kept
 
 
 def _copying(course_root, lesson, autograded):

@@ -6,8 +6,8 @@ corrupt file stopped with a traceback. `stage` builds a parallel tree (`.staged/
 and says what it did for each student. The submitted tree is only read.
 
 A student folder whose name is not a student id (lms_names.STUDENT_ID_CHARACTERS: a comma, a space, a leading `=`)
-is refused with a reason, never graded under another name. What the LMS said when the submission was collected
-(intake's `.lms.json`) becomes a `late` anomaly on each notebook when the LMS marked it late.
+is refused with a reason, never graded under another name. Whether a submission is late is not said here: the
+anomaly report says it from the gradebook (late.py), which knows the student's extension.
 
 A notebook heavier than `NotebookLimits` (bytes, and JSON items: metadata, outputs and attachments included) is
 refused with an `oversized notebook` anomaly before anything reads it as a notebook: intake refuses it before it is
@@ -17,7 +17,6 @@ empty object becomes a Python dict, then a NotebookNode), so the number of JSON 
 """
 import dataclasses
 import fnmatch
-import json
 import os
 import shutil
 
@@ -25,7 +24,7 @@ import nbformat
 from traitlets import Integer
 from traitlets.config import Configurable
 
-from .lms_names import LMS_RECORD, STUDENT_ID_CHARACTERS, shown, valid_student_id
+from .lms_names import STUDENT_ID_CHARACTERS, shown, valid_student_id
 
 STAGED = ".staged"
 
@@ -132,7 +131,6 @@ def stage(course_root, submitted, lesson, notebooks, release_folder, only_studen
                 "detail": f"the folder name {shown(repr(student), 80)} is not a student id ({STUDENT_ID_CHARACTERS}); "
                           f"rename the folder and grade again"}], refused=True))
             continue
-        late = _lateness(folder)
         target = os.path.join(course_root, STAGED, student, lesson)
         shutil.rmtree(target, ignore_errors=True)
         os.makedirs(target)
@@ -144,7 +142,6 @@ def stage(course_root, submitted, lesson, notebooks, release_folder, only_studen
         for notebook in notebooks:
             try:
                 mine.append(_stage_notebook(folder, target, notebook, student, release_folder, limits))
-                mine[-1].anomalies += [late] if late else []
             except Exception as error:  # one student's files never stop the class: no notebook staged, graded 0
                 mine.append(Staged(student, notebook, [{"name": "grading error", "detail":
                                                         f"staging failed: {type(error).__name__}: {error}"[:300]}]))
@@ -152,17 +149,6 @@ def stage(course_root, submitted, lesson, notebooks, release_folder, only_studen
             shutil.rmtree(target, ignore_errors=True)
         results += mine
     return results
-
-
-def _lateness(folder):
-    """The `late` anomaly from what the LMS said at collection (Canvas's LATE flag, a time after the due date)."""
-    try:
-        with open(os.path.join(folder, LMS_RECORD), encoding="utf-8") as f:
-            record = json.load(f)
-    except (OSError, ValueError):
-        return None
-    late = record.get("late") if isinstance(record, dict) else None
-    return {"name": "late", "detail": shown(late)} if isinstance(late, str) and late else None
 
 
 def _stage_notebook(folder, target, notebook, student, release_folder, limits):
