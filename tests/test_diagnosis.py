@@ -69,6 +69,7 @@ _window_mask.confirm = lesson06.SLIDING_WINDOW_CONFIRMATIONS
 
 _mix = np.array([[1.0, 0, 0, 1], [0, 1, 0, 0], [1, 0, 1, 0], [0, 1, 0, 1]])
 ATTEND = functools.partial(probes.mixed_readout, mix=_mix, readout=np.array([[1.0, 2.0], [0.5, -1.0], [2.0, 0.25]]))
+WEAK = functools.partial(probes.mixed_readout, mix=np.where(_mix > 0, 1.0, 1e-4), readout=ATTEND.keywords["readout"])
 TOY = heads.AttentionShape("toy", n_layers=4, d_model=48, n_heads=6, n_kv_heads=2, d_head=8)
 
 # (lesson, list name, reference, candidate inputs, outputs, runner): each mistake is tried on the first candidate
@@ -96,9 +97,11 @@ CASES = [
     ("02", "SCALED_SCORES_MISTAKES", attention.scaled_scores,
      [((lesson02.SMALL_Q, lesson02.SMALL_K), {}), (SQUARE[:2], {})], None, _against),
     ("02", "ATTENTION_WEIGHTS_MISTAKES", attention.attention_weights,
-     [((lesson02.SMALL_Q, lesson02.SMALL_K), {}), (SQUARE[:2], {})], None, _against),
+     [((lesson02.SMALL_Q, lesson02.SMALL_K), {}), (SQUARE[:2], {}), ((lesson02.UNEVEN_Q, lesson02.SMALL_K), {})],
+     None, _against),
     ("02", "ATTENTION_MISTAKES", attention.attention,
-     [((lesson02.SMALL_Q, lesson02.SMALL_K, lesson02.SMALL_V), {}), (SQUARE, {})], None, _against),
+     [((lesson02.SMALL_Q, lesson02.SMALL_K, lesson02.SMALL_V), {}), (SQUARE, {}),
+      ((lesson02.UNEVEN_Q, lesson02.SMALL_K, lesson02.SMALL_V), {})], None, _against),
     ("02", "PROJECT_QKV_MISTAKES", attention.project_qkv,
      [((lesson02.SMALL_X, lesson02.SQUARE_W_Q, lesson02.SQUARE_W_K, lesson02.SQUARE_W_V), {}),
       ((lesson02.SMALL_X, lesson02.SMALL_W_Q, lesson02.SMALL_W_K, lesson02.SMALL_W_V), {})], ("Q", "K", "V"), _against),
@@ -125,7 +128,8 @@ CASES = [
     ("04", "CAUSAL_PADDING_MISTAKES", masking.causal_padding_mask, [(([5, 3, 2], 5), {}), (([4, 2], 4), {})], None,
      _boolean),
     ("04", "DEPENDENCE_MISTAKES", masking.dependence_matrix,
-     [((ATTEND, np.linspace(-1, 1, 12).reshape(4, 3)), {}), *lesson04.dependence_confirmations()], None, _dependence),
+     [((ATTEND, np.linspace(-1, 1, 12).reshape(4, 3)), {}), *lesson04.dependence_confirmations(),
+      ((WEAK, np.zeros((4, 3))), {"delta": 1e-3, "tol": 1e-5})], None, _dependence),
     ("05", "SPLIT_HEADS_MISTAKES", heads.split_heads, [((RNG.normal(size=(2, 12)), 3), {})], None, _against),
     ("05", "MERGE_HEADS_MISTAKES", heads.merge_heads, [((RNG.normal(size=(3, 2, 4)),), {})], None, _against),
     ("05", "MULTI_HEAD_ATTENTION_MISTAKES", heads.multi_head_attention,

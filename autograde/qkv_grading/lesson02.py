@@ -76,6 +76,13 @@ FIXED_QK = [(np.arange(16.0).reshape(4, 4) % 5 - 2, np.arange(16.0).reshape(4, 4
             (visible.SMALL_Q, visible.SMALL_K)]
 
 
+# rows of very different size, fixed: query 1's scaled scores reach 900 while queries 0 and 2 stay near 0, so a softmax
+# shifted by the matrix's one maximum gives 0/0 on rows 0 and 2
+UNEVEN_QK = (np.array([[0.2, -0.1, 0.3, 0.0], [40.0, 50.0, 0.0, 0.0], [0.0, 0.1, 0.0, 0.2]]),
+             np.array([[20.0, 25.0, 1.0, 0.0], [24.0, 20.0, 0.0, 1.0], [0.0, 1.0, 1.0, 1.0], [0.0, 0.0, 2.0, -1.0]]))
+UNEVEN_V = np.array([[1.0, -2.0], [0.5, 3.0], [-1.0, 0.0], [2.0, 1.0]])
+
+
 def dot_scores(student_dot_scores):
     for args in FIXED_QK + _query_key_cases(fresh_rng()):
         check_against(student_dot_scores, ref_attention.dot_scores, args, declared=visible.DOT_SCORES)
@@ -87,13 +94,13 @@ def scaled_scores(student_scaled_scores):
 
 
 def attention_weights(student_attention_weights):
-    for args in _query_key_cases(fresh_rng(), large=True):
+    for args in _query_key_cases(fresh_rng(), large=True) + [UNEVEN_QK]:
         check_against(student_attention_weights, ref_attention.attention_weights, args,
                       declared=visible.ATTENTION_WEIGHTS)
 
 
 def attention(student_attention):
-    for args in _attention_cases(fresh_rng()):
+    for args in _attention_cases(fresh_rng()) + [(*UNEVEN_QK, UNEVEN_V)]:
         check_against(student_attention, ref_attention.attention, args, declared=visible.ATTENTION)
 
 

@@ -178,6 +178,12 @@ def dependence_matrix(student_probe):
     X, mix, readout = READOUT_FIXED
     fixed = functools.partial(probes.mixed_readout, mix=mix, readout=readout, ignored=[0])
     visible.check_dependence(student_probe, fixed, X)
+    # fixed: every output near 0 with dependences of 1e-4 below tol, then outputs near 1e3 whose dependences of 1e-5
+    # still move them by 1e-5 > tol: a tolerance relative to the outputs (np.allclose) misses one side
+    weak = functools.partial(probes.mixed_readout, mix=np.where(mix > 0, 1.0, 1e-4), readout=-readout)
+    visible.check_dependence(student_probe, weak, np.zeros_like(X), delta=1e-3, tol=1e-5)
+    faint = functools.partial(probes.mixed_readout, mix=np.where(mix > 0, 1.0, 1e-5), readout=readout)
+    visible.check_dependence(student_probe, faint, X - 600.0)
     T, d_in = distinct_sizes(rng, 2, 3, 9)
     X, targets = _readout_targets(rng, T, d_in)
     for args, kwargs in targets:

@@ -93,6 +93,9 @@ def chunked_attention(student_chunked):
     Q, K, V = (a.astype(np.float32) for a in visible.chunked_case(rng, 4, 13, 8, 8, rising=True))
     check_against(student_chunked, ref_cost.chunked_attention, (Q, K, V, 5), declared=visible.CHUNKED_ATTENTION,
                   rtol=1e-4, atol=1e-5)
+    # fixed: rows whose every score is far below 0 (a running max started at 0 underflows them to 0/0)
+    check_against(student_chunked, ref_cost.chunked_attention, (*visible.sunken_case(4, 10, 3, 5, depth=800.0), 4),
+                  declared=visible.CHUNKED_ATTENTION)
     # few queries, many keys: a chunk of queries against every key is the whole [n_q, n_k] matrix
     chunk = int(rng.choice([32, 64]))
     visible.memory_of_chunked(student_chunked, n_q=int(rng.integers(24, chunk + 1)), chunk=chunk,
@@ -114,6 +117,9 @@ def causal_chunked_attention(student_causal):
     Q, K, V = (a.astype(np.float32) for a in visible.causal_case(rng, 11, 8, 8))
     check_against(student_causal, ref_cost.causal_chunked_attention, (Q, K, V, 4),
                   declared=visible.CAUSAL_CHUNKED_ATTENTION, rtol=1e-4, atol=1e-5)
+    # fixed: rows whose every score is far below 0 (a running max started at 0 underflows them to 0/0)
+    check_against(student_causal, ref_cost.causal_chunked_attention,
+                  (*visible.sunken_case(10, 10, 3, 5, depth=800.0), 4), declared=visible.CAUSAL_CHUNKED_ATTENTION)
     visible.memory_of_causal(student_causal, chunk=int(rng.choice([32, 64])), seed=int(rng.integers(2**31)))
 
 

@@ -37,6 +37,10 @@ SMALL_W_V = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 2.0], [1.0, 1.0], [-1.0, 0.0
 # Square weights [5, 5]: X @ W.T has the right shape here, so that mistake is named rather than crashing.
 SQUARE_W_Q, SQUARE_W_K, SQUARE_W_V = np.random.default_rng(2).integers(-2, 3, size=(3, 5, 5)).astype(float)
 
+# Rows of very different size: query 1's scores reach 1039 while query 0's stay near 0, so a softmax shifted by the
+# matrix's one maximum underflows to 0/0 on row 0 (each row must be shifted by its own maximum).
+UNEVEN_Q = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 900.0]])
+
 NONFINITE = ("is an exp overflowing (use the `softmax` imported from qkv.attention: it subtracts each row's "
              "maximum first) or a sum near zero being divided by?")
 
@@ -67,6 +71,12 @@ def _divided_by_sum(scores):
     return scores / np.sum(scores, axis=-1, keepdims=True)
 
 
+def _shifted_by_one_max(scores):
+    # a softmax written by hand that subtracts the whole matrix's maximum, not each row's
+    e = np.exp(scores - np.max(scores))
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
 def _weights(Q, K, divisor=None, normalise=_rows_softmax):
     # the weights a student gets with the given scale (default sqrt(d_k)) and normalisation
     divisor = np.sqrt(_d_k(Q)) if divisor is None else divisor
@@ -80,6 +90,9 @@ BY_N_K = ("the scores are divided by the square root of the number of keys; d_k 
 TIMES = "the scores are multiplied by sqrt(d_k); divide by it instead."
 BY_D_MODEL = ("the scores are divided by the square root of d_model, the width of X; d_k is the width of the "
               "queries and keys, W_Q.shape[1].")
+ONE_MAX = ("a row whose scores lie far below another row's came out 0/0: the scores were shifted by ONE "
+           "maximum of the whole matrix, so exp underflows to 0 across that row. Shift each row by its own maximum "
+           "(np.max(scores, axis=-1, keepdims=True)), or use the `softmax` imported from qkv.attention.")
 COLUMNS = ("each column sums to 1 instead of each row: a query's weights are its row, so take the softmax "
            "along the keys (axis=-1).")
 BY_SUM = ("these are the scaled scores divided by their row sum, not a softmax: use `softmax`, which "
@@ -117,6 +130,7 @@ ATTENTION_WEIGHTS_MISTAKES = [
     (lambda Q, K: _weights(Q, K, np.sqrt(np.shape(K)[0])), BY_N_K),
     (lambda Q, K: _weights(Q, K, normalise=_columns_softmax), COLUMNS),
     (lambda Q, K: _weights(Q, K, normalise=_divided_by_sum), BY_SUM),
+    (lambda Q, K: _weights(Q, K, normalise=_shifted_by_one_max), ONE_MAX),
     (lambda Q, K: _weights(Q, K).T, TRANSPOSED),
 ]
 
@@ -130,6 +144,7 @@ ATTENTION_MISTAKES = [
     (lambda Q, K, V: _weights(Q, K, _d_k(Q)) @ _array(V), BY_D_K),
     (lambda Q, K, V: _weights(Q, K, normalise=_columns_softmax) @ _array(V), COLUMNS),
     (lambda Q, K, V: _weights(Q, K, normalise=_divided_by_sum) @ _array(V), BY_SUM),
+    (lambda Q, K, V: _weights(Q, K, normalise=_shifted_by_one_max) @ _array(V), ONE_MAX),
     (lambda Q, K, V: _weights(Q, K) @ _array(K), BLENDS_KEYS),
     (lambda Q, K, V: _weights(Q, K).T @ _array(V), WEIGHTS_TRANSPOSED),
     (lambda Q, K, V: _weights(Q, K), RETURNS_WEIGHTS),
@@ -176,7 +191,9 @@ def _scaled_by_d_model(X, W_Q, W_K, W_V):
 SELF_ATTENTION_MISTAKES = (
     [(_self_attention_mistake(_reference_attention, projection), hint) for projection, hint in PROJECT_QKV_MISTAKES]
     # blending the keys is, in self-attention, the same computation as "V made with W_K" (listed above)
-    + [(_self_attention_mistake(mistake), hint) for mistake, hint in ATTENTION_MISTAKES if hint != BLENDS_KEYS]
+    # (a softmax shifted by one maximum is attention's mistake: self_attention's inputs never give rows that uneven)
+    + [(_self_attention_mistake(mistake), hint) for mistake, hint in ATTENTION_MISTAKES
+       if hint not in (BLENDS_KEYS, ONE_MAX)]
     + [(_scaled_by_d_model, BY_D_MODEL)]
 )
 SELF_ATTENTION_PLAUSIBLE = tuple(_self_attention_mistake(mistake) for mistake in ATTENTION_PLAUSIBLE)
@@ -237,6 +254,8 @@ def attention_weights(student_attention_weights):
                   (SMALL_Q.tolist(), SMALL_K.tolist()), declared=ATTENTION_WEIGHTS)
     check_against(student_attention_weights, ref_attention.attention_weights, (100 * SMALL_Q, 100 * SMALL_K),
                   declared=ATTENTION_WEIGHTS)
+    check_against(student_attention_weights, ref_attention.attention_weights, (UNEVEN_Q, SMALL_K),
+                  declared=ATTENTION_WEIGHTS)
     for args in SMALL_QK_TYPED:
         check_against(student_attention_weights, ref_attention.attention_weights, args, declared=ATTENTION_WEIGHTS)
     print(f"attention_weights: all visible checks passed; the worked example's weights are "
@@ -249,6 +268,7 @@ def attention(student_attention):
     check_against(student_attention, ref_attention.attention, (SMALL_Q, SMALL_K, SMALL_V), declared=ATTENTION)
     check_against(student_attention, ref_attention.attention,
                   (SMALL_Q.tolist(), SMALL_K.tolist(), SMALL_V.tolist()), declared=ATTENTION)
+    check_against(student_attention, ref_attention.attention, (UNEVEN_Q, SMALL_K, SMALL_V), declared=ATTENTION)
     for Q, K in SMALL_QK_TYPED:
         check_against(student_attention, ref_attention.attention, (Q, K, SMALL_V.astype(Q.dtype)), declared=ATTENTION)
     # scores far past exp's range: a softmax without its max overflows

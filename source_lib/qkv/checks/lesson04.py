@@ -329,6 +329,27 @@ DEPENDENCE_MISTAKES += [
 ]
 
 
+def _compared_with_allclose(attend, X, delta=1.0, tol=1e-9):
+    # each output row compared with np.allclose: its tolerance grows with the output's size, and `tol` is unused
+    X = np.asarray(X, dtype=float)
+    baseline = np.asarray(attend(X))
+    depends = np.zeros((len(X), len(X)), dtype=bool)
+    for j in range(len(X)):
+        nudged = X.copy()
+        nudged[j] += delta
+        moved = np.asarray(attend(nudged))
+        depends[:, j] = [not np.allclose(new, old) for new, old in zip(moved, baseline)]
+    return depends
+
+
+DEPENDENCE_MISTAKES.append(
+    (_compared_with_allclose,
+     "a change below `tol` counts as a dependence where the outputs are near 0 (or a real one is missed where "
+     "they are large): is each row compared with np.allclose (or np.isclose)? Their tolerance is relative to the "
+     "output's size and ignores `tol`; compare the largest absolute change with tol, "
+     "np.abs(new - old).max(axis=1) > tol."))
+
+
 def named(fn, name):
     fn.__name__ = name
     return fn
@@ -387,7 +408,11 @@ def readout_targets():
     readout = np.array([[1.0, 0.5], [0.25, 1.0], [2.0, 0.5]])
     falling = functools.partial(probes.mixed_readout, mix=mix, readout=-readout, ignored=[0])
     weak = functools.partial(probes.mixed_readout, mix=np.where(mix > 0, 1.0, 1e-4), readout=readout)
-    return [((falling, X), {}), ((weak, X), {"delta": 1e-3, "tol": 1e-5})]
+    # outputs near 0, then outputs near 1e3 (a dependence of 1e-4 moves them by far more than tol): a tolerance
+    # relative to the output's size (np.allclose) gets one of the two wrong
+    loud = functools.partial(probes.mixed_readout, mix=np.where(mix > 0, 1.0, 1e-4), readout=readout / 3)
+    return [((falling, X), {}), ((weak, X), {"delta": 1e-3, "tol": 1e-5}),
+            ((weak, np.zeros_like(X)), {"delta": 1e-3, "tol": 1e-5}), ((loud, X + 500.0), {})]
 
 
 def dependence_matrix(student_probe):

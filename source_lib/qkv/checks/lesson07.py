@@ -247,7 +247,7 @@ def generation_with_cache(student_attention_step, student_append):
 # ---------------------------------------------------------------- chunked_attention (online softmax)
 
 def _online(Q, K, V, chunk, rescale_sum=True, rescale_out=True, flip=False, drop_last=False, scale=True,
-            causal=False, skip_diagonal=False, mask_diagonal=True):
+            causal=False, skip_diagonal=False, mask_diagonal=True, first_max=None):
     """Online-softmax attention with one thing changed, to recognise a mistake (a block grid when causal)."""
     Q, K, V = (np.asarray(a, dtype=float) for a in (Q, K, V))
     factor = 1 / math.sqrt(Q.shape[1]) if scale else 1.0
@@ -257,6 +257,8 @@ def _online(Q, K, V, chunk, rescale_sum=True, rescale_out=True, flip=False, drop
     out = np.zeros((len(Q), V.shape[1]))
     for q_start, q_end in q_blocks:
         m = l = acc = None
+        if first_max is not None:  # a running max started at a number instead of at the first chunk's maximum
+            m, l, acc = np.full((q_end - q_start, 1), first_max), np.zeros((q_end - q_start, 1)), 0.0
         last = (q_start if skip_diagonal else q_end) if causal else stop
         for start in range(0, last, chunk):
             end = min(start + chunk, stop)
@@ -280,6 +282,10 @@ def _online(Q, K, V, chunk, rescale_sum=True, rescale_out=True, flip=False, drop
     return out
 
 
+MAX_STARTED_AT_ZERO = ("the rows whose every score lies far below 0 came out 0/0: the running max was started at 0, so "
+                       "exp(score - 0) underflows to 0 in every chunk and the running sum stays 0. Start it at -inf "
+                       "(np.full((n_q, 1), -np.inf)): the first chunk's maximum then replaces it.")
+
 CHUNKED_MISTAKES = [
     (lambda Q, K, V, chunk: _online(Q, K, V, chunk, rescale_sum=False),
      "the running sum is not rescaled when the running max grows: what was summed under the old max must be "
@@ -298,6 +304,7 @@ CHUNKED_MISTAKES = [
      "chunk holds the remaining keys (range(0, n_k, chunk) and slicing handle it)."),
     (lambda Q, K, V, chunk: _online(Q, K, V, chunk, scale=False),
      "the scores are not scaled: divide Q @ K_chunk^T by sqrt(d_k)."),
+    (lambda Q, K, V, chunk: _online(Q, K, V, chunk, first_max=0.0), MAX_STARTED_AT_ZERO),
 ]
 
 CHUNKED_NONFINITE = ("on the first chunk the running max is -inf, so a factor exp(new_max - old_max) is infinite; "
@@ -324,6 +331,16 @@ def overflow_case(rng, n_q, n_k, d, d_v, top=1000.0):
     return Q, K, rng.normal(size=(n_k, d_v))
 
 
+def sunken_case(n_q, n_k, d, d_v, depth=1000.0):
+    """Every score of queries 1.. lies near -depth, far below 0 (exp(-depth) underflows to 0), and query 0's near
+    +depth: a running max started at 0 instead of -inf gives those rows 0/0, and query 0 stays right. Fixed."""
+    rng = np.random.default_rng(int(depth) + n_k)
+    Q = np.abs(rng.normal(size=(n_q, d))) + 1.0                # every query points into the positive orthant
+    K = rng.normal(size=(n_k, d)) - depth * math.sqrt(d) / Q.sum(axis=1).min()
+    Q[0] *= -1.0
+    return Q, K, rng.normal(size=(n_k, d_v))
+
+
 def chunked_case(rng, n_q, n_k, d, d_v, spread=2.0, rising=False):
     Q, K, V = rng.normal(size=(n_q, d)), rng.normal(size=(n_k, d)) * spread, rng.normal(size=(n_k, d_v))
     if rising:  # every later chunk scores higher: the running max keeps growing, so rescaling is exercised
@@ -343,6 +360,8 @@ def chunked_attention(student_chunked):
                   declared=CHUNKED_ATTENTION)
     check_against(student_chunked, ref_cost.chunked_attention, (*overflow_case(rng, 3, 9, 4, 2), 4),
                   declared=CHUNKED_ATTENTION_OVERFLOW)
+    check_against(student_chunked, ref_cost.chunked_attention, (*sunken_case(3, 7, 4, 2), 3),
+                  declared=CHUNKED_ATTENTION)
     floats = tuple(a.astype(np.float32) for a in chunked_case(rng, 3, 7, 5, 2, rising=True))  # float32 in and out
     check_against(student_chunked, ref_cost.chunked_attention, (*floats, 3), declared=CHUNKED_ATTENTION,
                   rtol=1e-4, atol=1e-5)
@@ -367,6 +386,7 @@ CAUSAL_MISTAKES = [
     (_with_count(lambda Q, K, V, c: _online(Q, K, V, c, causal=True, rescale_sum=False, rescale_out=False), _computed),
      "the running sum and output are not rescaled when the running max grows (multiply both by "
      "exp(old_max - new_max))."),
+    (_with_count(lambda Q, K, V, c: _online(Q, K, V, c, causal=True, first_max=0.0), _computed), MAX_STARTED_AT_ZERO),
     (_with_count(lambda Q, K, V, c: ref_cost.causal_chunked_attention(Q, K, V, c)[0],
                  lambda T, c: ref_cost.causal_block_counts(T, c)[1]),
      "the output is right, but every block of the grid was computed: a block whose first key comes after its "
@@ -402,6 +422,8 @@ def causal_chunked_attention(student_causal):
                       declared=CAUSAL_CHUNKED_ATTENTION)
     check_against(student_causal, ref_cost.causal_chunked_attention, (*overflow_case(rng, 9, 9, 4, 2), 3),
                   declared=CAUSAL_CHUNKED_ATTENTION_OVERFLOW)
+    check_against(student_causal, ref_cost.causal_chunked_attention, (*sunken_case(7, 7, 4, 2), 3),
+                  declared=CAUSAL_CHUNKED_ATTENTION)
     floats = tuple(a.astype(np.float32) for a in causal_case(rng, 7, 3, 2))  # float32 in, float32 out
     check_against(student_causal, ref_cost.causal_chunked_attention, (*floats, 3), declared=CAUSAL_CHUNKED_ATTENTION,
                   rtol=1e-4, atol=1e-5)

@@ -1,0 +1,341 @@
+"""Answers a student would really write, held to both layers of their exercise (issue 32: 'Wrong answers that pass
+the hidden tests', 'A right answer is refused').
+
+For the exercises of lessons 01-07, WRONG answers, each a different algorithm rather than a small slip (a softmax
+shifted by the whole array's one maximum, a probe that compares outputs with np.allclose, an online softmax whose
+running max starts at 0, a cosine similarity for a dot product, ...), must fail BOTH the visible check and the hidden
+test; RIGHT answers written in unusual styles (a dictionary for a hard lookup, einsum, a list of heads, ...) must pass
+both. Each answer is the student's source text, run in an otherwise perfect notebook as tests/lessons.py builds it:
+no graded class, a few seconds in all.
+"""
+import contextlib
+import importlib
+import io
+import warnings
+
+import numpy as np
+import pytest
+
+from lessons import assert_rejected, mutant
+
+# lesson -> exercise -> {"wrong": {what the student did: source}, "right": {style: source}}
+ANSWERS = {
+    "01-lookup": {
+        "hard_lookup": {
+            "wrong": {
+                "a key whose dot product with the query equals the query's own": '''
+def hard_lookup(query, keys, values):
+    query, keys = np.asarray(query, dtype=float), np.asarray(keys, dtype=float)
+    for key, value in zip(keys, values):
+        if key @ query == query @ query:
+            return value
+    raise KeyError(f"no key equals the query {query.tolist()}")
+''',
+                "a key with the same components in any order": '''
+def hard_lookup(query, keys, values):
+    for key, value in zip(keys, values):
+        if sorted(key) == sorted(query):
+            return value
+    raise KeyError(f"no key equals the query {list(query)}")
+''',
+            },
+            "right": {
+                "a Python dictionary of tuples": '''
+def hard_lookup(query, keys, values):
+    table = {tuple(np.asarray(key).tolist()): value for key, value in zip(keys, values)}
+    try:
+        return table[tuple(np.asarray(query).tolist())]
+    except KeyError:
+        raise KeyError(f"no key equals the query {np.asarray(query).tolist()}") from None
+''',
+            },
+        },
+        "softmax": {
+            "right": {
+                "log-sum-exp": '''
+def softmax(x, axis=-1):
+    x = np.asarray(x, dtype=float)
+    m = np.max(x, axis=axis, keepdims=True)
+    return np.exp(x - m - np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)))
+''',
+                "the axis moved last, then one row at a time": '''
+def softmax(x, axis=-1):
+    rows = np.moveaxis(np.asarray(x, dtype=float), axis, -1)
+    out = np.empty_like(rows)
+    for index in np.ndindex(rows.shape[:-1]):
+        e = np.exp(rows[index] - rows[index].max())
+        out[index] = e / e.sum()
+    return np.moveaxis(out, -1, axis)
+''',
+            },
+        },
+        "soft_lookup": {
+            "wrong": {
+                "cosine similarity for the scores": '''
+def soft_lookup(query, keys, values, temperature=1.0):
+    query, keys = np.asarray(query, dtype=float), np.asarray(keys, dtype=float)
+    scores = keys @ query / (np.linalg.norm(keys, axis=1) * np.linalg.norm(query))
+    weights = softmax(scores / temperature)
+    return weights, weights @ np.asarray(values, dtype=float)
+''',
+                "minus the squared distance for the scores": '''
+def soft_lookup(query, keys, values, temperature=1.0):
+    query, keys = np.asarray(query, dtype=float), np.asarray(keys, dtype=float)
+    weights = softmax(-np.sum((keys - query) ** 2, axis=1) / temperature)
+    return weights, weights @ np.asarray(values, dtype=float)
+''',
+            },
+            "right": {
+                "the temperature folded into the query": '''
+def soft_lookup(query, keys, values, temperature=1.0):
+    weights = softmax(np.asarray(keys, dtype=float) @ (np.asarray(query, dtype=float) / temperature))
+    return weights, np.einsum("n,nd->d", weights, np.asarray(values, dtype=float))
+''',
+            },
+        },
+        "soft_lookup_by_temperature": {
+            "wrong": {
+                "the weights of each temperature instead of its output": '''
+def soft_lookup_by_temperature(query, keys, values, temperatures):
+    return np.array([soft_lookup(query, keys, values, temperature=t)[0] for t in temperatures])
+''',
+            },
+            "right": {
+                "vectorised over the temperatures": '''
+def soft_lookup_by_temperature(query, keys, values, temperatures):
+    temperatures = np.asarray(temperatures, dtype=float)
+    scores = np.asarray(keys, dtype=float) @ np.asarray(query, dtype=float)
+    return softmax(scores[None, :] / temperatures[:, None], axis=1) @ np.asarray(values, dtype=float)
+''',
+            },
+        },
+    },
+    "02-by-hand": {
+        "dot_scores": {
+            "wrong": {
+                "each query with its own key only": '''
+def dot_scores(Q, K):
+    Q, K = np.asarray(Q, dtype=float), np.asarray(K, dtype=float)
+    return np.sum(Q[:, None, :] * K[None, :, :], axis=-1).T
+''',
+            },
+            "right": {
+                "einsum": '''
+def dot_scores(Q, K):
+    return np.einsum("qd,kd->qk", np.asarray(Q, dtype=float), np.asarray(K, dtype=float))
+''',
+            },
+        },
+        "scaled_scores": {
+            "wrong": {
+                "normalised by the scores' own norm": '''
+def scaled_scores(Q, K):
+    scores = dot_scores(Q, K)
+    return scores / np.linalg.norm(scores)
+''',
+            },
+            "right": {
+                "a power of d_k": '''
+def scaled_scores(Q, K):
+    return dot_scores(Q, K) * np.shape(Q)[-1] ** -0.5
+''',
+            },
+        },
+        "attention_weights": {
+            "wrong": {
+                "own softmax shifted by the matrix's one maximum": '''
+def attention_weights(Q, K):
+    scores = scaled_scores(Q, K)
+    e = np.exp(scores - np.max(scores))
+    return e / e.sum(axis=-1, keepdims=True)
+''',
+                "one-hot on each row's best key (hard attention)": '''
+def attention_weights(Q, K):
+    scores = scaled_scores(Q, K)
+    return (scores == scores.max(axis=-1, keepdims=True)).astype(float)
+''',
+            },
+            "right": {
+                "own softmax shifted by each row's maximum": '''
+def attention_weights(Q, K):
+    scores = scaled_scores(Q, K)
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+''',
+            },
+        },
+        "attention": {
+            "wrong": {
+                "own softmax shifted by the matrix's one maximum, inline": '''
+def attention(Q, K, V):
+    scores = np.asarray(Q, dtype=float) @ np.asarray(K, dtype=float).T / np.sqrt(np.shape(Q)[-1])
+    e = np.exp(scores - scores.max())
+    return e / e.sum(axis=1, keepdims=True) @ np.asarray(V, dtype=float)
+''',
+            },
+            "right": {
+                "one query at a time": '''
+def attention(Q, K, V):
+    V = np.asarray(V, dtype=float)
+    return np.array([attention_weights(np.asarray(q, dtype=float)[None, :], K)[0] @ V for q in np.asarray(Q)])
+''',
+            },
+        },
+        "self_attention": {
+            "wrong": {
+                "attention of X on itself, no projections": '''
+def self_attention(X, W_Q, W_K, W_V):
+    return attention(X, X, X)
+''',
+            },
+            "right": {
+                "the projections by einsum": '''
+def self_attention(X, W_Q, W_K, W_V):
+    X = np.asarray(X, dtype=float)
+    Q, K, V = (np.einsum("tm,md->td", X, np.asarray(W, dtype=float)) for W in (W_Q, W_K, W_V))
+    return attention(Q, K, V)
+''',
+            },
+        },
+    },
+    "04-masking": {
+        "masked_softmax": {
+            "wrong": {
+                "a large negative number added where hidden (-1e9)": '''
+def masked_softmax(scores, mask):
+    scores = np.asarray(scores, dtype=float)
+    shifted = scores + np.where(np.asarray(mask, dtype=bool), 0.0, -1e9)
+    e = np.exp(shifted - shifted.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+''',
+            },
+            "right": {
+                "masked arrays (numpy.ma)": '''
+def masked_softmax(scores, mask):
+    scores = np.asarray(scores, dtype=float)
+    hidden = ~np.broadcast_to(np.asarray(mask, dtype=bool), scores.shape)
+    s = np.ma.masked_array(scores, mask=hidden)
+    e = np.ma.exp(s - s.max(axis=-1, keepdims=True))
+    return np.ma.filled(e / e.sum(axis=-1, keepdims=True), 0.0)
+''',
+            },
+        },
+        "dependence_matrix": {
+            "wrong": {
+                "each output row compared with np.allclose": '''
+def dependence_matrix(attend, X, delta=1.0, tol=1e-9):
+    X = np.asarray(X, dtype=float)
+    baseline = np.asarray(attend(X))
+    depends = np.zeros((len(X), len(X)), dtype=bool)
+    for j in range(len(X)):
+        nudged = X.copy()
+        nudged[j] += delta
+        moved = np.asarray(attend(nudged))
+        for i in range(len(X)):
+            depends[i, j] = not np.allclose(moved[i], baseline[i])
+    return depends
+''',
+                "compared with np.isclose at atol=tol": '''
+def dependence_matrix(attend, X, delta=1.0, tol=1e-9):
+    X = np.asarray(X, dtype=float)
+    baseline = np.asarray(attend(X))
+    columns = []
+    for j in range(len(X)):
+        nudged = X.copy()
+        nudged[j] += delta
+        columns.append(~np.all(np.isclose(np.asarray(attend(nudged)), baseline, atol=tol), axis=1))
+    return np.stack(columns, axis=1)
+''',
+            },
+            "right": {
+                "the nudged inputs built by broadcasting": '''
+def dependence_matrix(attend, X, delta=1.0, tol=1e-9):
+    X = np.asarray(X, dtype=float)
+    baseline = np.asarray(attend(X))
+    nudges = np.eye(len(X))[:, :, None] * delta          # nudges[j] moves row j only
+    changes = [np.max(np.abs(np.asarray(attend(X + nudge)) - baseline), axis=1) for nudge in nudges]
+    return np.array(changes).T > tol
+''',
+            },
+        },
+    },
+    "07-cost": {
+        "chunked_attention": {
+            "wrong": {
+                "the running max started at 0": '''
+def chunked_attention(Q, K, V, chunk):
+    scale = 1 / np.sqrt(Q.shape[1])
+    m = np.zeros((Q.shape[0], 1))
+    l = np.zeros((Q.shape[0], 1))
+    acc = np.zeros((Q.shape[0], V.shape[1]))
+    for start in range(0, K.shape[0], chunk):
+        scores = Q @ K[start:start + chunk].T * scale
+        m_new = np.maximum(m, scores.max(axis=1, keepdims=True))
+        rescale = np.exp(m - m_new)
+        p = np.exp(scores - m_new)
+        l = l * rescale + p.sum(axis=1, keepdims=True)
+        acc = acc * rescale + p @ V[start:start + chunk]
+        m = m_new
+    return acc / l
+''',
+            },
+            "right": {
+                "the first chunk starts the running values": '''
+def chunked_attention(Q, K, V, chunk):
+    scale = 1 / np.sqrt(Q.shape[1])
+    m = l = acc = None
+    for start in range(0, K.shape[0], chunk):
+        scores = Q @ K[start:start + chunk].T * scale
+        block_max = scores.max(axis=1, keepdims=True)
+        if m is None:
+            p = np.exp(scores - block_max)
+            m, l, acc = block_max, p.sum(axis=1, keepdims=True), p @ V[start:start + chunk]
+            continue
+        m_new = np.maximum(m, block_max)
+        p = np.exp(scores - m_new)
+        l = l * np.exp(m - m_new) + p.sum(axis=1, keepdims=True)
+        acc = acc * np.exp(m - m_new) + p @ V[start:start + chunk]
+        m = m_new
+    return acc / l
+''',
+            },
+        },
+    },
+}
+
+
+def _cases(kind):
+    return [pytest.param(lesson, grade, source, id=f"{lesson[:2]}:{grade}:{name}")
+            for lesson, exercises in ANSWERS.items() for grade, answers in exercises.items()
+            for name, source in answers.get(kind, {}).items()]
+
+
+def _layers(lesson):
+    """The visible checks and the hidden tests of `lesson`, each exercise a function of the same name."""
+    number = lesson[:2]
+    return (importlib.import_module(f"qkv.checks.lesson{number}"),
+            importlib.import_module(f"qkv_grading.lesson{number}"))
+
+
+@contextlib.contextmanager
+def _quietly():
+    # the checks print their verdicts and a wrong answer's numpy may warn: neither is what is tested
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        yield
+
+
+@pytest.mark.parametrize("lesson, grade, source", _cases("wrong"))
+def test_a_wrong_algorithm_fails_the_visible_check_and_the_hidden_test(lesson, grade, source):
+    answer = mutant(lesson, grade, source)
+    for layer in _layers(lesson):
+        with _quietly():
+            assert_rejected(getattr(layer, grade), answer)
+
+
+@pytest.mark.parametrize("lesson, grade, source", _cases("right"))
+def test_an_unusual_right_answer_passes_the_visible_check_and_the_hidden_test(lesson, grade, source):
+    answer = mutant(lesson, grade, source)
+    for layer in _layers(lesson):
+        with _quietly():
+            getattr(layer, grade)(answer)
