@@ -139,6 +139,25 @@ def test_staging_grades_renamed_files_refuses_dot_ids_and_reads_nothing_else(tmp
     assert "could not read the notebook" in frank.cells[0].source
 
 
+def test_staging_flags_a_notebook_handed_in_as_released(tmp_path):
+    """Issue 35, item 5: every cell as released (run or not) is a `blank notebook`, whose 0 is a missing answer;
+    a cell written, or one added, is work and is not flagged."""
+    blank, ran, scratch = (solved_release("01-lookup", []) for _ in range(3))
+    code = next(cell for cell in ran.cells if cell.cell_type == "code")
+    code.outputs = [nbformat.v4.new_output("stream", text="ran\n")]
+    scratch.cells.append(nbformat.v4.new_code_cell("x = 1"))
+    cases = {"blank": blank, "ran": ran, "scratch": scratch, "partial": solved_release("01-lookup", ["softmax"])}
+    for student, nb in cases.items():
+        folder = tmp_path / "submitted" / student / "01-lookup"
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / "01-lookup.ipynb")
+    staged = {s.student: [a["name"] for a in s.anomalies] for s in submissions.stage(
+        str(tmp_path), "submitted", "01-lookup", ["01-lookup"], _release_folder())}
+    assert staged == {"blank": ["blank notebook"], "ran": ["blank notebook"], "scratch": [], "partial": []}
+    flagged = nbformat.read(tmp_path / ".staged" / "blank" / "01-lookup" / "01-lookup.ipynb", as_version=4)
+    assert [a["name"] for a in flagged.metadata["qkv"]["anomalies"]] == ["blank notebook"]
+
+
 # ---------------------------------------------------------------- test cells, run in the grader
 
 class FakeKernel:

@@ -140,3 +140,37 @@ def test_a_class_graded_after_three_rounds_keeps_the_newer_grade_and_records_it(
     assert graded["1"]["sha256"] == history.sha256_of(instructor / "submitted" / "1" / LESSON / NB) == next(
         r["sha256"] for r in records if r["event"] == "collected" and r["round"] == 2 and r["student"] == "1")
     assert sorted({r["round"] for r in records if r["event"] == "collected"}) == [1, 2, 3]
+
+
+def test_the_report_shows_the_name_kept_for_display_escaped(course, tmp_path, with_gradebook):  # noqa: F811
+    """Issue 35, item 4: each row carries the name the LMS showed beside the id (and nbgrader's name of a student
+    no LMS named); a name is student data: escaped on the page, never a formula in the CSV."""
+    from nbgrader.api import Gradebook
+
+    hostile = '=HYPERLINK("http://evil") <img src=x onerror=alert(1)>'
+    intake.collect(make_zip(tmp_path / "round.zip", [entry(f"ann_1_100_{NB}"), entry(f"bob_2_101_{NB}")]),
+                   course, LESSON)
+    record = course / "submitted" / "2" / LESSON / lms_names.LMS_RECORD
+    record.write_text(json.dumps(dict(json.loads(record.read_text()), name=hostile)))
+    with Gradebook(with_gradebook) as gb:
+        gb.update_or_create_student("cy", first_name="Cy", last_name="Young")
+    staged = submissions.stage(str(course), "submitted", LESSON, [LESSON], str(course.parent / "notebooks" / LESSON))
+    table = report.write(str(course), with_gradebook, LESSON, staged + [submissions.Staged("cy", "", [])])
+    assert {row["student"]: row["name"] for row in table} == {"1": "ann", "2": hostile, "cy": "Cy Young"}
+    rows = {r["student"]: r for r in csv.DictReader((course / f"anomalies-{LESSON}.csv").open(newline=""))}
+    assert (rows["1"]["name"], rows["2"]["name"]) == ("ann", "'" + hostile)
+    page = (course / f"anomalies-{LESSON}.html").read_text()
+    assert "<img" not in page
+    assert "<td>=HYPERLINK(&quot;http://evil&quot;) &lt;img src=x onerror=alert(1)&gt;</td>" in page
+
+
+def test_what_waits_for_hand_grading_is_counted_with_who():
+    """Issue 35, item 5: the sentence the report and make grade's summary print."""
+    table = [{"student": "1", "name": "Ann Lee", "hand_grading": ["written_trophy"]},
+             {"student": "2", "name": "", "hand_grading": ["written_a", "written_b"]},
+             {"student": "3", "name": "Bo", "hand_grading": []}]
+    assert report.waiting_for_hand_grading(table) == (
+        "3 written answers wait for hand grading (formgrader): Ann Lee (1), 2.")
+    assert report.waiting_for_hand_grading(table[:1]) == (
+        "1 written answer waits for hand grading (formgrader): Ann Lee (1).")
+    assert report.waiting_for_hand_grading(table[2:]) == "No written answer waits for hand grading."

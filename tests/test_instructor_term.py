@@ -268,3 +268,38 @@ def test_a_late_submission_loses_the_configured_fraction_on_both_routes(term):
     assert canvas["10004"] == "6.5"
     assert "late" not in report["10001"]["anomalies"] and grades["10001"]["score"] == "13.0"
 
+
+# ----------------------------- items 4-6: names on the reports, what is left to do, Canvas's own resubmission name
+
+def test_the_report_shows_the_lms_name_beside_each_id(term):
+    """Item 4: the name Canvas showed, next to the user id, on the page and in its CSV; the two smithjohns stay
+    two rows, told apart by the id. A student of the exchange has no LMS name."""
+    report = anomaly_report(term)
+    assert {s: report[s]["name"] for s in ("10001", "10005", "10006", "gil")} == {
+        "10001": "adaada", "10005": "smithjohn", "10006": "smithjohn", "gil": ""}
+    assert "<td>10005</td><td>smithjohn</td>" in anomaly_page_row(term, "10005")
+
+
+def test_a_blank_notebook_is_flagged_and_the_written_answers_left_to_grade_are_counted(term):
+    """Item 5: 10002 handed the release in as it was (10007's blank first copy was replaced by the resubmission);
+    every perfect student wrote the written answer, which waits for hand grading; the blank and partial ones wrote
+    none (nbgrader gives an unchanged answer 0 without a grader)."""
+    report = anomaly_report(term)
+    assert [s for s, r in report.items() if "blank notebook" in r["anomalies"].split("; ")] == ["10002"]
+    assert "  1 blank notebook(s): bobo (10002)" in term.stdout.splitlines()
+    perfect = ["10001", "10004", "10005", "10007", "10008", "gil", "hal"]
+    assert {s: r["hand_grading"] for s, r in report.items() if r["hand_grading"]} == dict.fromkeys(
+        perfect, "written_trophy")
+    waiting = ("7 written answers wait for hand grading (formgrader): adaada (10001), deedee (10004), "
+               "smithjohn (10005), eded (10007), fayfay (10008), gil, hal.")
+    assert f"  {waiting}" in term.stdout.splitlines()
+    assert waiting in (term.instructor / f"anomalies-{LESSON}.html").read_text()
+
+
+def test_canvas_resubmission_name_is_graded_without_a_flag(term):
+    """Item 6: eded's `01-lookup-1.ipynb`, Canvas's name for the notebook uploaded again, is the notebook: the
+    newer copy is graded, and no unexpected file name is reported (the older copy is named as skipped)."""
+    report, grades = anomaly_report(term), grades_csv(term)
+    assert grades["10007"]["score"] == "13.0"
+    assert "unexpected file name" not in report["10007"]["anomalies"].split("; "), report["10007"]
+    assert f"kept the newest, eded_10007_500008_{LESSON}-1.ipynb" in report["10007"]["details"]

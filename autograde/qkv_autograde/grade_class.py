@@ -312,6 +312,7 @@ def summary(lesson, graded, where, notes, failed_feedback, items, seconds, out, 
              f"  {len(measured)} graded {where}, {len(parallel.GRADED_HERE)} here" if graded else "",
              f"  CPU per submission (worker and its kernel): {cpu:.1f} s" if measured else "",
              f"  intake notes: {len(notes)}" if notes else "",
+             *what_is_left(rows),
              f"  feedback failed for {len(failed_feedback)} student(s): {', '.join(failed_feedback)}"
              if failed_feedback else "",
              f"  grades:    {os.path.join(HERE, 'grades.csv')}",
@@ -326,6 +327,16 @@ def summary(lesson, graded, where, notes, failed_feedback, items, seconds, out, 
     print("\n".join(line for line in lines if line), file=out)
     return {"graded": graded, "flagged": flagged, "measurements": list(measured), "seconds": seconds,
             "notes": notes, "failed_feedback": failed_feedback, "graded_here": list(parallel.GRADED_HERE)}
+
+
+def what_is_left(rows):
+    """The summary's lines on what grading could not finish, from the anomaly report's CSV rows: the blank
+    notebooks (a 0 that is a missing answer, not a grade) and the written answers that wait for hand grading."""
+    blank = [report.who(r["student"], r.get("name", "")) for r in rows
+             if submissions.BLANK in r["anomalies"].split("; ")]
+    waiting = [dict(r, hand_grading=[cell for cell in r.get("hand_grading", "").split("; ") if cell]) for r in rows]
+    return ([f"  {len(blank)} blank notebook(s): {', '.join(blank)}"] if blank else []) + \
+        [f"  {report.waiting_for_hand_grading(waiting)}"]
 
 
 def main(argv=None):

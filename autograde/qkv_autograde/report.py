@@ -15,9 +15,12 @@ import sys
 
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.coursedir import CourseDirectory
 
 from . import hand_scores, history, late, similarity, submissions
 from .exports import final_score, write_csv
+from .exports import lms_records
+from .lms_names import shown
 
 
 def _key(note):
@@ -25,11 +28,13 @@ def _key(note):
 
 
 def rows(course_root, db_url, lesson, staged, autograded="autograded", extra=None):
-    """[{student, notebook, score, max_score, anomalies, collected, graded}] for every student the run saw or the
-    history names. An anomaly from an earlier collection carries "rounds": the rounds that noted it. `graded`: the
-    autograded notebook's time and the names of its grading's anomalies, or None."""
+    """[{student, name, notebook, score, max_score, anomalies, collected, graded, hand_grading}] for every student
+    the run saw or the history names. An anomaly from an earlier collection carries "rounds": the rounds that noted
+    it. `graded`: the autograded notebook's time and the names of its grading's anomalies, or None. `name`: the name
+    kept for display (display_names). `hand_grading`: the cells that wait for hand grading in formgrader."""
     extra = extra or {}
     past = history.read(course_root, lesson)
+    names = display_names(course_root, lesson)
     earlier = history.notes_by_student(past)
     copying = _copying(course_root, lesson, autograded)
     found = {}
@@ -61,7 +66,7 @@ def rows(course_root, db_url, lesson, staged, autograded="autograded", extra=Non
                 if _key(entry) not in seen:
                     seen.add(_key(entry))
                     notes.append(entry)
-            score, max_score = "", ""
+            score, max_score, hand_grading = "", "", []
             if notebook:
                 try:
                     submission = gb.find_submission_notebook(notebook, lesson, student)
@@ -69,11 +74,29 @@ def rows(course_root, db_url, lesson, staged, autograded="autograded", extra=Non
                     notes = _lateness_as_graded(notes, gb.find_submission(lesson, student),
                                                 os.path.join(course_root, "submitted", student, lesson))
                     notes += hand_scores.report_notes(course_root, gb, past, lesson, student, notebook)
+                    hand_grading = sorted(g.name for g in submission.grades if g.needs_manual_grade)
                 except MissingEntry:
                     pass
-            yield {"student": student, "notebook": notebook, "score": score, "max_score": max_score,
+            yield {"student": student, "name": names.get(student) or _gradebook_name(gb, student),
+                   "notebook": notebook, "score": score, "max_score": max_score,
                    "anomalies": notes, "collected": history.collections_of(past, student, notebook),
-                   "graded": graded}
+                   "graded": graded, "hand_grading": hand_grading}
+
+
+def display_names(course_root, lesson, submitted="submitted"):
+    """{student: the name the LMS showed} from intake's `.lms.json` records (student data: shown, never trusted)."""
+    records = lms_records(CourseDirectory(root=course_root, submitted_directory=submitted))
+    return {student: shown(record["name"]) for (student, where), record in records.items()
+            if where == lesson and isinstance(record.get("name"), str)}
+
+
+def _gradebook_name(gb, student):
+    """nbgrader's first and last name of a student no LMS named (`nbgrader db student add`), or ""."""
+    try:
+        known = gb.find_student(student)
+    except MissingEntry:
+        return ""
+    return shown(" ".join(part for part in (known.first_name, known.last_name) if part))
 
 
 def _lateness_as_graded(notes, submission, submitted_folder):
@@ -123,23 +146,41 @@ def _round_of(note):
     return f" [{'; '.join(note['rounds'])}]" if note.get("rounds") else ""
 
 
+def who(student, name):
+    """A student as a report names them: the name kept for display and the id, which alone is unique."""
+    return f"{name} ({student})" if name else student
+
+
+def waiting_for_hand_grading(table):
+    """The sentence saying what is left to grade by hand in formgrader, and whose: rows with `student`, `name`
+    and `hand_grading` (the cells)."""
+    waiting = [row for row in table if row["hand_grading"]]
+    count = sum(len(row["hand_grading"]) for row in waiting)
+    if not count:
+        return "No written answer waits for hand grading."
+    return (f"{count} written answer{'s' if count != 1 else ''} wait{'' if count != 1 else 's'} for hand grading "
+            f"(formgrader): " + ", ".join(who(row["student"], row["name"]) for row in waiting) + ".")
+
+
 def write(course_root, db_url, lesson, staged, extra=None):
     table = list(rows(course_root, db_url, lesson, staged, extra=extra))
     record_gradings(course_root, lesson, table)
     base = os.path.join(course_root, f"anomalies-{lesson}")
-    write_csv(base + ".csv", ["student", "notebook", "score", "max_score", "anomalies", "details", "collected"],
-              [[row["student"], row["notebook"], row["score"], row["max_score"],
+    write_csv(base + ".csv", ["student", "name", "notebook", "score", "max_score", "anomalies", "details", "collected",
+                              "hand_grading"],
+              [[row["student"], row["name"], row["notebook"], row["score"], row["max_score"],
                 "; ".join(a["name"] for a in row["anomalies"]),
                 " | ".join(f"{a['name']}: {a['detail']}{_round_of(a)}" for a in row["anomalies"]),
-                " | ".join(row["collected"])] for row in table])
+                " | ".join(row["collected"]), "; ".join(row["hand_grading"])] for row in table])
     flagged = sum(bool(r["anomalies"]) for r in table)
     body = "".join(
         f"<tr{' class=flag' if r['anomalies'] else ''}><td>{html.escape(r['student'] or '(the export)')}</td>"
+        f"<td>{html.escape(r['name'])}</td>"
         f"<td>{html.escape(r['notebook'])}</td><td>{r['score']}</td><td>{r['max_score']}</td><td><ul>"
         + "".join(f"<li><b>{html.escape(a['name'])}</b>: {html.escape(a['detail'])}"
                   f"<small>{html.escape(_round_of(a))}</small>{_evidence(a)}</li>" for a in r["anomalies"])
         + "</ul></td><td><ul>" + "".join(f"<li>{html.escape(c)}</li>" for c in r["collected"])
-        + "</ul></td></tr>" for r in table)
+        + f"</ul></td><td>{html.escape(', '.join(r['hand_grading']))}</td></tr>" for r in table)
     with open(base + ".html", "w") as f:
         f.write(f"""<!doctype html><meta charset=utf-8><title>qkv grading anomalies: {html.escape(lesson)}</title>
 <style>body{{font-family:sans-serif}} td{{vertical-align:top;padding:4px 8px}} tr.flag{{background:#fff3cd}}
@@ -148,6 +189,8 @@ table.pair td{{border:1px solid #ccc}} table.pair pre{{margin:0;font-size:85%}}<
 <p>Read every highlighted row before releasing grades: a timeout, a dead kernel, a refused folder or an edited
 locked cell means the score may not be what the student earned.</p>
 <p>Notes from an earlier collection say which: [round, when, export]. The score is the latest grade.</p>
-<table><tr><th>student</th><th>notebook</th><th>score</th><th>max</th><th>anomalies</th><th>collected</th></tr>{body}
+<p>{html.escape(waiting_for_hand_grading(table))}</p>
+<table><tr><th>student</th><th>name</th><th>notebook</th><th>score</th><th>max</th><th>anomalies</th><th>collected</th>
+<th>waits for hand grading</th></tr>{body}
 </table>""")
     return table

@@ -17,6 +17,7 @@ empty object becomes a Python dict, then a NotebookNode), so the number of JSON 
 """
 import dataclasses
 import fnmatch
+import functools
 import os
 import shutil
 
@@ -35,6 +36,7 @@ MAX_NOTEBOOK_BYTES = 16 << 20
 MAX_NOTEBOOK_ITEMS = 100_000
 OVERSIZED = "oversized notebook"
 NOT_STAGED = ("missing notebook", OVERSIZED)  # anomalies of a notebook that is not graded at all
+BLANK = "blank notebook"
 
 
 class NotebookLimits(Configurable):
@@ -151,6 +153,20 @@ def stage(course_root, submitted, lesson, notebooks, release_folder, only_studen
     return results
 
 
+def handed_in_blank(nb, release_path):
+    """True when every cell of `nb` has the source it was released with (outputs aside: a blank notebook run
+    is still blank): nothing was written, so its 0 is not a grade but a missing answer. A cell added, removed or
+    edited is work, however little."""
+    return tuple(cell.source for cell in nb.cells) == _released_sources(release_path,
+                                                                         os.stat(release_path).st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _released_sources(release_path, _modified):
+    """The release's cell sources, read once per class (and again if the release changes)."""
+    return tuple(cell.source for cell in nbformat.read(release_path, as_version=4).cells)
+
+
 def _stage_notebook(folder, target, notebook, student, release_folder, limits):
     anomalies = []
     chosen, seen = _candidates(folder, notebook)
@@ -174,6 +190,9 @@ def _stage_notebook(folder, target, notebook, student, release_folder, limits):
         nb.cells.insert(0, nbformat.v4.new_markdown_cell(
             f"**The grader could not read the notebook you handed in ({reason}).** It was graded as the blank "
             f"assignment: score 0. Ask your instructor to look at the file."))
+    else:  # outside the try: a release that cannot be read is the course's fault, not a corrupt submission
+        if handed_in_blank(nb, os.path.join(release_folder, f"{notebook}.ipynb")):
+            anomalies.append({"name": BLANK, "detail": f"{chosen}: every cell as released, no answer written"})
     nb.metadata["qkv"] = {"anomalies": list(anomalies)}  # the grader's notes only: none of the student's own
     nbformat.write(nb, os.path.join(target, f"{notebook}.ipynb"))
     return Staged(student, notebook, anomalies)
