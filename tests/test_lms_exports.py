@@ -349,3 +349,22 @@ def test_an_extension_granted_after_grading_takes_the_penalty_off_without_regrad
         gb.grant_extension(LESSON, "gil", days=2)
     late.AssignLatePenaltiesHonouringTheLmsMark(config=config).reapply(LESSON)
     assert penalty() is None
+
+
+def test_readmes_extension_command_grants_one_before_the_student_is_graded(tmp_path, monkeypatch):
+    """README's 'Late work' grants an extension with nbgrader's API; run as written (but with this environment's
+    Python), on a gradebook where the student was never graded."""
+    from nbgrader.api import Gradebook
+
+    readme = (ROOT / "README.md").read_text()
+    command = readme[readme.index("*Extensions*"):].split("```sh\n", 1)[1].split("\n```", 1)[0]
+    (tmp_path / "autograde").mkdir()
+    url = f"sqlite:///{tmp_path}/autograde/gradebook.db"
+    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")  # nbgrader's alembic
+    with Gradebook(url) as gb:
+        gb.add_assignment(LESSON, duedate=DUE_AT)
+    subprocess.run(["bash", "-c", command.replace("../.venv/bin/python", sys.executable)], cwd=tmp_path, check=True)
+    with Gradebook(url) as gb:
+        submission = gb.find_submission(LESSON, "20999")
+        assert submission.extension == datetime.timedelta(days=2)
+        assert submission.duedate == DUE_AT + datetime.timedelta(days=2)
