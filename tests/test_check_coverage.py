@@ -5,8 +5,8 @@ than as lost points.
 Both layers of every exercise of lessons 01-07 run with the solution's own functions, each wrapped so that it records
 how it is called; `qkv.checking.coverage.kinds_of_call` reads each call's kinds (ranks, axes, dtypes, lists, values
 past exp's range, T_q != T_k, masks, outputs near zero, arguments by keyword or position). Per exercise: the hidden
-kinds are a subset of the visible kinds, and the visible kinds are what the checks module declares in `COVERAGE`
-(written down beside the checks, so it cannot drift).
+kinds are a subset of the visible kinds, and the visible kinds are what `COVERAGE` declares for the lesson (written
+down beside the checks, in qkv.checks.coverage, so that it cannot drift).
 """
 import contextlib
 import importlib
@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import qkv.lessons
+from qkv.checks.coverage import COVERAGE
 from qkv.checking.coverage import kinds_of_call
 from qkv_edition.fixtures import solution_namespace, solution_notebook, visible_calls
 
@@ -68,7 +69,7 @@ def layers(request):
         shown = _recorded_kinds(getattr(visible, check_name), solutions)
         graded = _recorded_kinds(getattr(hidden, check_name), solutions)
         for name in argument_names:
-            found[name] = (shown[name], graded[name], getattr(visible, "COVERAGE", {}).get(name))
+            found[name] = (shown[name], graded[name], COVERAGE.get(row.slug, {}).get(name))
     return row.slug, found
 
 
@@ -81,11 +82,11 @@ def test_visible_checks_show_every_kind_the_hidden_tests_grade(layers):
 def test_declared_coverage_is_what_the_visible_checks_show(layers):
     slug, found = layers
     undeclared = sorted(name for name, (_, _, declared) in found.items() if declared is None)
-    assert not undeclared, f"{slug}: COVERAGE in its checks module does not declare {undeclared}"
+    assert not undeclared, f"{slug}: qkv.checks.coverage.COVERAGE does not declare {undeclared}"
     drift = {name: {"declared but not shown": sorted(declared - shown),
                     "shown but not declared": sorted(shown - declared)}
              for name, (shown, _, declared) in found.items() if declared != shown}
-    assert not drift, f"{slug}: COVERAGE in its checks module is not what the visible checks show: {drift}"
+    assert not drift, f"{slug}: qkv.checks.coverage.COVERAGE is not what the visible checks show: {drift}"
 
 
 # Answers the issue names, each right on the easier inputs the visible checks used to show and wrong on a kind only

@@ -199,19 +199,4 @@ def soft_lookup_by_temperature(student_sweep):
 temperature_sweep = soft_lookup_by_temperature
 
 
-# The kinds of input each visible check shows (qkv.checking.coverage): every kind the hidden tests grade on, so
-# that an answer right only on easier inputs is told here, not by lost points (tests/test_check_coverage.py).
-COVERAGE = {
-    "hard_lookup": {"keys: 2-D", "query: 1-D", "values: 2-D"},
-    "softmax": {"a slice spanning past exp's range", "axis by keyword", "axis: first", "axis: middle",
-                "output near zero", "values past exp's range", "x: 1-D", "x: 2-D", "x: 3-D", "x: float32", "x: list"},
-    "soft_lookup": {"a slice spanning past exp's range", "keys: 2-D", "output near zero", "query: 1-D",
-                    "temperature by keyword", "temperature by position", "temperature: float",
-                    "values past exp's range", "values: 2-D"},
-    "soft_lookup_by_temperature": {"a slice spanning past exp's range", "keys: 2-D", "output near zero", "query: 1-D",
-                                   "temperatures: 1-D", "temperatures: list", "values past exp's range",
-                                   "values: 2-D"},
-}
-
-
 seal(__name__)

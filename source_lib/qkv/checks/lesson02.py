@@ -301,23 +301,4 @@ def self_attention(student_self_attention):
     print("self_attention: all visible checks passed.")
 
 
-# The kinds of input each visible check shows (qkv.checking.coverage): every kind the hidden tests grade on, so
-# that an answer right only on easier inputs is told here, not by lost points (tests/test_check_coverage.py).
-COVERAGE = {
-    "dot_scores": {"K: 2-D", "K: float32", "K: integers", "K: list", "Q: 2-D", "Q: float32", "Q: integers", "Q: list",
-                   "T_q != T_k", "output near zero"},
-    "scaled_scores": {"K: 2-D", "K: float32", "K: integers", "K: list", "Q: 2-D", "Q: float32", "Q: integers",
-                      "Q: list", "T_q != T_k", "output near zero"},
-    "attention_weights": {"K: 2-D", "K: float32", "K: integers", "K: list", "Q: 2-D", "Q: float32", "Q: integers",
-                          "Q: list", "T_q != T_k", "output near zero", "values past exp's range"},
-    "attention": {"K: 2-D", "K: float32", "K: integers", "K: list", "Q: 2-D", "Q: float32", "Q: integers", "Q: list",
-                  "T_q != T_k", "V: 2-D", "V: float32", "V: integers", "V: list", "output near zero",
-                  "values past exp's range"},
-    "project_qkv": {"W_K: 2-D", "W_K: float32", "W_K: list", "W_Q: 2-D", "W_Q: float32", "W_Q: list", "W_V: 2-D",
-                    "W_V: float32", "W_V: list", "X: 2-D", "X: float32", "X: list", "output near zero"},
-    "self_attention": {"W_K: 2-D", "W_K: float32", "W_K: list", "W_Q: 2-D", "W_Q: float32", "W_Q: list", "W_V: 2-D",
-                       "W_V: float32", "W_V: list", "X: 2-D", "X: float32", "X: list"},
-}
-
-
 seal(__name__)

@@ -325,16 +325,4 @@ def query_jacobian(student_fn):
     print("query_jacobian: all visible checks passed.")
 
 
-# The kinds of input each visible check shows (qkv.checking.coverage): every kind the hidden tests grade on, so
-# that an answer right only on easier inputs is told here, not by lost points (tests/test_check_coverage.py).
-COVERAGE = {
-    "dot_product_variance": set(),
-    "scale_for_unit_variance": {"d_k: numpy integer"},
-    "entropy": {"output near zero", "weights: 1-D", "weights: 2-D", "weights: 3-D", "weights: float32"},
-    "softmax_jacobian": {"a slice spanning past exp's range", "output near zero", "scores: 1-D", "scores: float32",
-                         "scores: list", "values past exp's range"},
-    "query_jacobian": {"keys: 2-D", "keys: float32", "query: 1-D", "query: float32"},
-}
-
-
 seal(__name__)

@@ -319,21 +319,4 @@ def smollm2(student_gqa):
           f"{VISIBLE_PROMPT!r}, like the reference; largest logit difference {gap:.2g}.")
 
 
-# The kinds of input each visible check shows (qkv.checking.coverage): every kind the hidden tests grade on, so
-# that an answer right only on easier inputs is told here, not by lost points (tests/test_check_coverage.py).
-COVERAGE = {
-    "split_heads": {"a slice spanning past exp's range", "n_heads by keyword", "output near zero",
-                    "values past exp's range", "x: 2-D", "x: float32"},
-    "merge_heads": {"a slice spanning past exp's range", "output near zero", "values past exp's range", "x: 3-D",
-                    "x: float32"},
-    "multi_head_attention": {"W_K: 2-D", "W_K: float32", "W_O: 2-D", "W_O: float32", "W_Q: 2-D", "W_Q: float32",
-                             "W_V: 2-D", "W_V: float32", "X: 2-D", "X: float32", "mask by keyword",
-                             "mask by position", "mask: 2-D", "mask: causal", "mask: other pattern"},
-    "grouped_query_attention": {"T_q != T_k", "k: 3-D", "k: float32", "mask by keyword", "mask by position",
-                                "mask: 2-D", "mask: causal", "mask: other pattern", "q: 3-D", "q: float32", "v: 3-D",
-                                "v: float32"},
-    "kv_cache_bytes_per_token": {"bytes_per_element by keyword", "config: a plain object with the attributes"},
-}
-
-
 seal(__name__)

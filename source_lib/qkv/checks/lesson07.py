@@ -32,8 +32,7 @@ COST_RATIO = Check(name="cost_ratio", diagnoses=COST_RATIO_MISTAKES, rtol=1e-9, 
 def cost_ratio(student_cost_ratio):
     check_against(student_cost_ratio, ref_cost.cost_ratio, (8, 16), declared=COST_RATIO)
     check_against(student_cost_ratio, ref_cost.cost_ratio, (1024, 3072), declared=COST_RATIO)
-    check_against(student_cost_ratio, ref_cost.cost_ratio, (100, 50), declared=COST_RATIO)
-    check_against(student_cost_ratio, ref_cost.cost_ratio, (30.0, 90.0), declared=COST_RATIO)  # floats are accepted
+    check_against(student_cost_ratio, ref_cost.cost_ratio, (100.0, 50.0), declared=COST_RATIO)  # floats are accepted
     print("cost_ratio: all visible checks passed.")
 
 
@@ -126,12 +125,9 @@ def step_case(rng, n_q, n_kv, T, d_head):
 
 def attention_step(student_attention_step):
     rng = np.random.default_rng(71)
-    check_against(student_attention_step, ref_cost.attention_step, step_case(rng, 4, 2, 5, 3), declared=ATTENTION_STEP)
-    check_against(student_attention_step, ref_cost.attention_step, step_case(rng, 6, 3, 3, 4), declared=ATTENTION_STEP)
-    check_against(student_attention_step, ref_cost.attention_step, step_case(rng, 2, 2, 1, 4), declared=ATTENTION_STEP)
-    floats = tuple(a.astype(np.float32) for a in step_case(rng, 6, 2, 3, 5))  # float32 in, float32 out
-    check_against(student_attention_step, ref_cost.attention_step, floats, declared=ATTENTION_STEP,
-                  rtol=1e-3, atol=1e-4)
+    for case in (step_case(rng, 4, 2, 5, 3), step_case(rng, 6, 3, 3, 4), step_case(rng, 2, 2, 1, 4),
+                 tuple(a.astype(np.float32) for a in step_case(rng, 6, 2, 3, 5))):  # the last in float32
+        check_against(student_attention_step, ref_cost.attention_step, case, declared=ATTENTION_STEP)
     print("attention_step: all visible checks passed.")
 
 
@@ -170,12 +166,9 @@ def cache_case(rng, n_kv, T, n_new, d_head, d_v=None):
 
 def append_to_cache(student_append):
     rng = np.random.default_rng(72)
-    check_against(student_append, ref_cost.append_to_cache, cache_case(rng, 2, 3, 1, 4), declared=APPEND_TO_CACHE)
-    check_against(student_append, ref_cost.append_to_cache, cache_case(rng, 3, 2, 2, 4, d_v=5),
-                  declared=APPEND_TO_CACHE)
-    check_against(student_append, ref_cost.append_to_cache, cache_case(rng, 2, 0, 1, 3), declared=APPEND_TO_CACHE)
-    floats = tuple(a.astype(np.float32) for a in cache_case(rng, 3, 2, 1, 5))  # float32 in, float32 out
-    check_against(student_append, ref_cost.append_to_cache, floats, declared=APPEND_TO_CACHE)
+    for case in (cache_case(rng, 2, 3, 1, 4), cache_case(rng, 3, 2, 2, 4, d_v=5), cache_case(rng, 2, 0, 1, 3),
+                 tuple(a.astype(np.float32) for a in cache_case(rng, 3, 2, 1, 5))):  # the last in float32
+        check_against(student_append, ref_cost.append_to_cache, case, declared=APPEND_TO_CACHE)
     print("append_to_cache: all visible checks passed.")
 
 
@@ -356,15 +349,12 @@ def chunked_attention(student_chunked):
                   (*chunked_case(rng, 4, 10, 3, 5, rising=True), 4), declared=CHUNKED_ATTENTION)
     check_against(student_chunked, ref_cost.chunked_attention, (*chunked_case(rng, 2, 5, 4, 3), 1),
                   declared=CHUNKED_ATTENTION)
-    check_against(student_chunked, ref_cost.chunked_attention, (*chunked_case(rng, 2, 5, 4, 3), 8),
-                  declared=CHUNKED_ATTENTION)
+    check_against(student_chunked, ref_cost.chunked_attention, (*map(np.float32, chunked_case(rng, 2, 5, 4, 3)), 8),
+                  declared=CHUNKED_ATTENTION)  # float32 in, float32 out
     check_against(student_chunked, ref_cost.chunked_attention, (*overflow_case(rng, 3, 9, 4, 2), 4),
                   declared=CHUNKED_ATTENTION_OVERFLOW)
     check_against(student_chunked, ref_cost.chunked_attention, (*sunken_case(3, 7, 4, 2), 3),
                   declared=CHUNKED_ATTENTION)
-    floats = tuple(a.astype(np.float32) for a in chunked_case(rng, 3, 7, 5, 2, rising=True))  # float32 in and out
-    check_against(student_chunked, ref_cost.chunked_attention, (*floats, 3), declared=CHUNKED_ATTENTION,
-                  rtol=1e-4, atol=1e-5)
     memory_of_chunked(student_chunked)
     print("chunked_attention: all visible checks passed (and it never holds the whole score matrix).")
 
@@ -417,35 +407,16 @@ def causal_case(rng, T, d, d_v, spread=2.0):
 
 def causal_chunked_attention(student_causal):
     rng = np.random.default_rng(74)
-    for T, d, d_v, chunk in [(8, 4, 3, 2), (7, 3, 2, 3), (5, 4, 2, 5)]:
-        check_against(student_causal, ref_cost.causal_chunked_attention, (*causal_case(rng, T, d, d_v), chunk),
+    for T, d, d_v, chunk, dtype in [(8, 4, 3, 2, float), (7, 3, 2, 3, float), (5, 4, 2, 5, np.float32)]:
+        case = tuple(a.astype(dtype) for a in causal_case(rng, T, d, d_v))  # the last in float32
+        check_against(student_causal, ref_cost.causal_chunked_attention, (*case, chunk),
                       declared=CAUSAL_CHUNKED_ATTENTION)
     check_against(student_causal, ref_cost.causal_chunked_attention, (*overflow_case(rng, 9, 9, 4, 2), 3),
                   declared=CAUSAL_CHUNKED_ATTENTION_OVERFLOW)
     check_against(student_causal, ref_cost.causal_chunked_attention, (*sunken_case(7, 7, 4, 2), 3),
                   declared=CAUSAL_CHUNKED_ATTENTION)
-    floats = tuple(a.astype(np.float32) for a in causal_case(rng, 7, 3, 2))  # float32 in, float32 out
-    check_against(student_causal, ref_cost.causal_chunked_attention, (*floats, 3), declared=CAUSAL_CHUNKED_ATTENTION,
-                  rtol=1e-4, atol=1e-5)
     memory_of_causal(student_causal)
     print("causal_chunked_attention: all visible checks passed (and it never holds more than a block of scores).")
-
-
-# The kinds of input each visible check shows (qkv.checking.coverage): every kind the hidden tests grade on, so
-# that an answer right only on easier inputs is told here, not by lost points (tests/test_check_coverage.py).
-COVERAGE = {
-    "cost_ratio": {"n_new: float", "n_old: float"},
-    "fit_exponent": {"a slice spanning past exp's range", "sizes: 1-D", "sizes: list", "values past exp's range",
-                     "values: 1-D", "values: list"},
-    "attention_step": {"k_cache: 3-D", "k_cache: float32", "q_new: 3-D", "q_new: float32", "v_cache: 3-D",
-                       "v_cache: float32"},
-    "append_to_cache": {"k_cache: 3-D", "k_cache: float32", "k_new: 3-D", "k_new: float32", "v_cache: 3-D",
-                        "v_cache: float32", "v_new: 3-D", "v_new: float32"},
-    "chunked_attention": {"K: 2-D", "K: float32", "Q: 2-D", "Q: float32", "T_q != T_k", "V: 2-D", "V: float32",
-                          "a slice spanning past exp's range", "values past exp's range"},
-    "causal_chunked_attention": {"K: 2-D", "K: float32", "Q: 2-D", "Q: float32", "V: 2-D", "V: float32",
-                                 "a slice spanning past exp's range", "values past exp's range"},
-}
 
 
 seal(__name__)
