@@ -111,7 +111,8 @@ c.IgnorePattern.pattern = (r"Matplotlib is building the font cache|Widget Javasc
 from qkv_autograde.feedback_html import FeedbackExporter, TEMPLATES  # noqa: E402
 c.GenerateFeedback.exporter_class = FeedbackExporter
 # ...with the course's template: nbgrader's feedback page with each test named in its table of contents. The
-# course's templates come first for formgrader too: both load MathJax from the environment, so maths render offline.
+# course's templates come first for formgrader too, which loads MathJax from the Jupyter server; a feedback page
+# carries its maths as MathML and loads nothing, so it renders offline anywhere (feedback_html.py).
 c.FeedbackExporter.template_name = "qkv_feedback"
 c.HTMLExporter.extra_template_basedirs = [TEMPLATES, os.path.join(
     os.path.dirname(nbgrader.apps.autogradeapp.__file__), "..", "server_extensions", "formgrader", "templates")]
