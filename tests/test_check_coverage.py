@@ -20,17 +20,19 @@ import qkv.lessons
 from qkv.checks.coverage import COVERAGE
 from qkv.checking.coverage import kinds_of_call
 from qkv_edition.fixtures import solution_namespace, solution_notebook, visible_calls
+from qkv_grading import draws_of
 
 from lessons import assert_rejected, mutant
 
 # checks whose inputs are SmolLM2's, not the check's: the model calls the student's functions on its own activations
 RUNS_SMOLLM2 = {"generation_with_cache", "smollm2"}
 LESSONS = [row for row in qkv.lessons.LESSONS if int(row.number) <= 7]
+HIDDEN_DRAWS = 3  # students whose hidden inputs are classified: a kind a draw may or may not give is never enough
 
 
 class Recording:
-    """The solution's function, recording each call (copies of the arguments, and the result) for classifying later,
-    outside the checked call."""
+    """The solution's function, recording each call (the arguments it is given, which `call` has copied, and the
+    result) for classifying later, outside the checked call."""
 
     def __init__(self, solution, calls):
         self.solution, self.calls = solution, calls
@@ -42,13 +44,16 @@ class Recording:
         return result
 
 
-def _recorded_kinds(check, solutions):
-    """{student function name: set of kinds} over every call `check` makes to the recording solutions."""
+def _recorded_kinds(check, solutions, drawn_in=None):
+    """{student function name: set of kinds} over every call `check` makes to the recording solutions; a hidden test
+    (`drawn_in` its lesson) draws each student's inputs, so it runs as HIDDEN_DRAWS students."""
     calls = {fn.__name__: [] for fn in solutions}
     students = [Recording(fn, calls[fn.__name__]) for fn in solutions]
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        check(*students)
+        for run in range(HIDDEN_DRAWS if drawn_in else 1):
+            with draws_of(drawn_in, f"coverage-{run}") if drawn_in else contextlib.nullcontext():
+                check(*students)
     return {name: set().union(*(kinds_of_call(fn, *call) for call in calls[name]))
             for name, fn in ((fn.__name__, fn) for fn in solutions)}
 
@@ -67,7 +72,7 @@ def layers(request):
             continue
         solutions = [namespace[name] for name in argument_names]
         shown = _recorded_kinds(getattr(visible, check_name), solutions)
-        graded = _recorded_kinds(getattr(hidden, check_name), solutions)
+        graded = _recorded_kinds(getattr(hidden, check_name), solutions, drawn_in=row.slug)
         for name in argument_names:
             found[name] = (shown[name], graded[name], COVERAGE.get(row.slug, {}).get(name))
     return row.slug, found
