@@ -303,3 +303,9 @@ def test_canvas_resubmission_name_is_graded_without_a_flag(term):
     assert grades["10007"]["score"] == "13.0"
     assert "unexpected file name" not in report["10007"]["anomalies"].split("; "), report["10007"]
     assert f"kept the newest, eded_10007_500008_{LESSON}-1.ipynb" in report["10007"]["details"]
+
+
+def test_the_summary_line_says_the_start_up(term):
+    """Item 8: make grade's summary line measures its start-up (lesson 01 runs no model: nothing to check)."""
+    summary = next(line for line in term.stdout.splitlines() if line.startswith(f"{LESSON}: graded "))
+    assert re.search(r"flagged in the anomaly report; start-up \d+\.\d s\.$", summary), summary

@@ -496,3 +496,39 @@ def test_a_class_graded_with_and_without_the_cache_gets_the_same_grades_outputs_
                                                                                    computed[2][student]))
     # the tampering students' demonstrations really did show other numbers than the honest student's
     assert computed[1]["bo"] != computed[1]["ada"] and computed[1]["cy"] != computed[1]["ada"]
+
+
+# --------------------------------------------------------------------- make grade's start-up check (issue 35, 8)
+
+def test_stale_reads_only_the_stamps_and_a_stamped_fill_runs_nothing(tmp_path, monkeypatch):
+    """fill_model_cache.stale names what fill would run, from the stamps alone; once filled, a second fill takes
+    the stamp path and runs no notebook, until the notebook changes."""
+    monkeypatch.setattr(model_cache, "results_dir", lambda: tmp_path / "results")
+    notebook = tmp_path / "course" / "solutions" / "05-heads" / "05-heads.ipynb"
+    notebook.parent.mkdir(parents=True)
+    notebook.write_text("{}")
+    ran = []
+    monkeypatch.setattr(fill_model_cache, "run_notebook", lambda path, *args, **kwargs: ran.append(path))
+    fill = functools.partial(fill_model_cache.fill, ("05-heads",), blas_threads=[1, 2], root=tmp_path / "course")
+    stale = functools.partial(fill_model_cache.stale, ("05-heads",), blas_threads=[1, 2], root=tmp_path / "course")
+    assert stale() == [("05-heads", 1), ("05-heads", 2)] and ran == []
+    assert fill() == [("05-heads", 1), ("05-heads", 2)] and len(ran) == 2
+    assert stale() == [] and fill() == [] and len(ran) == 2
+    notebook.write_text('{"changed": true}')
+    assert stale() == [("05-heads", 1), ("05-heads", 2)]
+
+
+def test_model_ready_reads_the_stamps_of_the_gguf_and_its_float32_cache(tmp_path):
+    """True only with the verified GGUF and a float32 cache of that very file (here: links to the installed ones)."""
+    from qkv import fetch, gguf_weights
+
+    installed = fetch.cache_dir() / fetch.GGUF_NAME
+    if not fill_model_cache.model_ready():
+        pytest.skip("the model is not installed here (make model)")
+    assert not fill_model_cache.model_ready(tmp_path)
+    gguf = tmp_path / fetch.GGUF_NAME
+    for source in (installed, installed.with_name(installed.name + ".verified"), gguf_weights.cache_folder(installed)):
+        (tmp_path / source.name).symlink_to(source)
+    assert fill_model_cache.model_ready(tmp_path)
+    gguf_weights.cache_folder(gguf).unlink()
+    assert not fill_model_cache.model_ready(tmp_path)

@@ -16,8 +16,10 @@ import multiprocessing
 import os
 import shutil
 import sys
+import subprocess
 import threading
 import time
+import typing
 import warnings
 
 import nbformat
@@ -28,9 +30,13 @@ from qkv import threads
 from . import feedback as feedback_pages
 from . import lms_feedback
 from . import bulk_grading, cluster_security, exports, intake, item_analysis, late, parallel, report, submissions
+from . import STARTED
 from .converter import completely_graded, ensure_in_gradebook
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the start-up is measured from the command's start (the package's import) at the first grade() of a process, then
+# from the call (a process that grades several lessons)
+COMMAND_STARTED = [STARTED]
 
 
 def default_jobs():
@@ -258,6 +264,7 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
         with progress(f"collecting {os.path.basename(os.path.normpath(submissions_path))}", 1, "export") as bar:
             notes = intake.collect(submissions_path, HERE, lesson, allow_older=allow_older)
             bar.update()
+    collecting = time.monotonic() - started
     jobs = jobs or default_jobs()
     bulk_grading.enable()
     app = _nbgrader_app(lesson, force)
@@ -266,8 +273,11 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
     # what was graded earlier gets today's late penalty: an extension granted since reaches every page and CSV
     late.AssignLatePenaltiesHonouringTheLmsMark(config=app.config).reapply(lesson)
     settings = parallel.settings_of(app.config)
+    built = prepare_model(lesson)  # before the workers fork: they find it in place
     workers = (DaskWorkers(scheduler, lesson, settings, insecure=insecure_scheduler) if scheduler
                else LocalWorkers(jobs, lesson, settings))
+    origin = COMMAND_STARTED.pop() if COMMAND_STARTED else started
+    startup = Startup(time.monotonic() - origin - collecting, parallel.uses_model(lesson), built)
     parallel.PENDING.clear()
     parallel.SANITIZED.clear()
     parallel.MEASUREMENTS.clear()
@@ -297,10 +307,45 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
         files.update()
     bundles, _ = lms_feedback.write(app.coursedir, lesson, HERE)  # the pages, named for the LMS's bulk upload
     return summary(lesson, bar.total, workers.where, notes, failed_feedback, items, time.monotonic() - started, out,
-                   bundles)
+                   bundles, startup)
 
 
-def summary(lesson, graded, where, notes, failed_feedback, items, seconds, out, bundles=()):
+class Startup(typing.NamedTuple):
+    """What make grade did before grading: its seconds (from the command's start to its workers started, the
+    export's collection aside), whether the lesson runs SmolLM2, and what prepare_model built."""
+    seconds: float
+    uses_model: bool
+    built: list
+
+    def said(self):
+        model = ("" if not self.uses_model else f": built {', '.join(self.built)}" if self.built
+                 else ": the model and its results checked, not rebuilt")
+        return f"start-up {self.seconds:.1f} s{model}"
+
+
+def prepare_model(lesson):
+    """What grading `lesson` needs of `make install`: nothing for a lesson without SmolLM2; else the model and its
+    results cache, checked by their stamps (fill_model_cache.model_ready and .stale: nothing hashed or loaded) and
+    built only when missing or out of date, by the commands `make model` runs, in processes of their own (this one
+    must stay free of threads to fork its workers). Returns what was built: [] when all was in place."""
+    if not parallel.uses_model(lesson):
+        return []
+    from qkv import fill_model_cache
+
+    built = []
+    if not fill_model_cache.model_ready():
+        if subprocess.run([sys.executable, "-m", "qkv.model"]).returncode != 0:
+            raise SystemExit(f"qkv grader: {lesson} runs SmolLM2, which could not be prepared (`python -m qkv.model` "
+                             f"failed, above); nothing was graded: run `make model`, then grade again")
+        built.append("the model")
+    stale = fill_model_cache.stale((lesson,))
+    if stale:
+        subprocess.run([sys.executable, "-m", "qkv.fill_model_cache", lesson], check=True)
+        built.append(f"the results of {lesson} at " + ", ".join(f"{count} BLAS thread(s)" for _, count in stale))
+    return built
+
+
+def summary(lesson, graded, where, notes, failed_feedback, items, seconds, out, bundles=(), startup=None):
     import csv
     report = os.path.join(HERE, f"anomalies-{lesson}.csv")
     rows = list(csv.DictReader(open(report, newline=""))) if os.path.exists(report) else []
@@ -308,7 +353,8 @@ def summary(lesson, graded, where, notes, failed_feedback, items, seconds, out, 
     measured = parallel.MEASUREMENTS
     cpu = sum(m["cpu_seconds"] for m in measured) / len(measured) if measured else 0.0
     lines = [f"{lesson}: graded {graded} submission(s) in {seconds:.0f} s "
-             f"({len(rows) - graded} already graded or refused); {len(flagged)} flagged in the anomaly report.",
+             f"({len(rows) - graded} already graded or refused); {len(flagged)} flagged in the anomaly report"
+             + (f"; {startup.said()}." if startup else "."),
              f"  {len(measured)} graded {where}, {len(parallel.GRADED_HERE)} here" if graded else "",
              f"  CPU per submission (worker and its kernel): {cpu:.1f} s" if measured else "",
              f"  intake notes: {len(notes)}" if notes else "",

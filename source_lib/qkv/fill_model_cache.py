@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from qkv import model, model_cache, threads  # noqa: F401  qkv.model's import hashes the code a stamp names
+from qkv import fetch, gguf_weights, model, model_cache, threads  # noqa: F401  qkv.model's import hashes the code a stamp names
 
 # Lessons whose notebooks run the model on fixed inputs and time none of those runs. Not lesson 07: it times
 # forward passes to show what a KV cache saves, and a result read back would make that measurement a lie.
@@ -29,28 +29,64 @@ def fill(lessons=CACHED_LESSONS, blas_threads=None, root=ROOT, timeout=900):
     chooses, qkv.threads.expected_thread_counts)."""
     folder = model_cache.results_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    if blas_threads is None:
-        chosen = os.environ.get("OPENBLAS_NUM_THREADS")
-        blas_threads = [int(chosen)] if chosen else threads.expected_thread_counts()
-    counts = [int(blas_threads)] if isinstance(blas_threads, (int, str)) else [int(n) for n in blas_threads]
     ran = []
-    for lesson in lessons:
-        notebook = root / "solutions" / lesson / f"{lesson}.ipynb"
-        if lesson not in CACHED_LESSONS or not notebook.is_file():
-            continue
-        for count in counts:
-            stamp = folder / f"filled-{lesson}-{count}-threads.json"
-            identity = {"notebook": hashlib.sha256(notebook.read_bytes()).hexdigest(), "threads": count,
-                        **model_cache.computation_identity()}
+    for lesson, notebook in _cached_notebooks(lessons, root):
+        for count in _counts(blas_threads):
+            stamp, identity = _stamp(folder, lesson, count), _identity(notebook, count)
             with _locked(folder / f".fill-{lesson}.lock"):
-                with contextlib.suppress(OSError, ValueError):
-                    if json.loads(stamp.read_text()) == identity:
-                        continue
+                if _stamped(stamp, identity):
+                    continue
                 run_notebook(notebook, root, {"OPENBLAS_NUM_THREADS": str(count),
                                               model_cache.MODE_VARIABLE: "fill"}, timeout)
                 stamp.write_text(json.dumps(identity))
                 ran.append((lesson, count))
     return ran
+
+
+def stale(lessons=CACHED_LESSONS, blas_threads=None, root=ROOT):
+    """The (lesson, count) pairs `fill` would run: those whose stamp is missing or names another notebook, code,
+    weights or count. Reads the stamps only (make grade's start-up check)."""
+    folder = model_cache.results_dir()
+    return [(lesson, count) for lesson, notebook in _cached_notebooks(lessons, root) for count in _counts(blas_threads)
+            if not _stamped(_stamp(folder, lesson, count), _identity(notebook, count))]
+
+
+def model_ready(directory=None):
+    """True when `python -m qkv.model` has nothing to do: the GGUF is verified (its sha256 stamp) and its float32
+    cache is of this very file (the cache's stamp). Nothing is hashed or loaded."""
+    gguf = (Path(directory) if directory else fetch.cache_dir()) / fetch.GGUF_NAME
+    return fetch.is_verified(gguf) and gguf_weights.cache_is_current(gguf_weights.cache_folder(gguf), gguf)
+
+
+def _cached_notebooks(lessons, root):
+    for lesson in lessons:
+        notebook = Path(root) / "solutions" / lesson / f"{lesson}.ipynb"
+        if lesson in CACHED_LESSONS and notebook.is_file():
+            yield lesson, notebook
+
+
+def _counts(blas_threads):
+    """blas_threads as a list of counts (default: $OPENBLAS_NUM_THREADS if set, else the counts a kernel here usually
+    chooses)."""
+    if blas_threads is None:
+        chosen = os.environ.get("OPENBLAS_NUM_THREADS")
+        blas_threads = [int(chosen)] if chosen else threads.expected_thread_counts()
+    return [int(blas_threads)] if isinstance(blas_threads, (int, str)) else [int(n) for n in blas_threads]
+
+
+def _stamp(folder, lesson, count):
+    return folder / f"filled-{lesson}-{count}-threads.json"
+
+
+def _identity(notebook, count):
+    return {"notebook": hashlib.sha256(notebook.read_bytes()).hexdigest(), "threads": count,
+            **model_cache.computation_identity()}
+
+
+def _stamped(stamp, identity):
+    with contextlib.suppress(OSError, ValueError):
+        return json.loads(stamp.read_text()) == identity
+    return False
 
 
 @contextlib.contextmanager

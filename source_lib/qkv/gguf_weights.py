@@ -122,10 +122,18 @@ def write_cache(folder, gguf_path, config, tokenizer, arrays):
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def cache_is_current(folder, gguf_path):
+    """True when `folder` holds the float32 cache of this very GGUF file (its stamp, source.json: nothing is read)."""
+    try:
+        return json.loads((folder / "source.json").read_text()) == _cache_key(gguf_path)
+    except (OSError, ValueError):
+        return False
+
+
 def read_cache(folder, gguf_path, config_class):
     """A config_class, the tokenizer and memory-mapped arrays from the float32 cache, or None if stale."""
     try:
-        if json.loads((folder / "source.json").read_text()) != _cache_key(gguf_path):
+        if not cache_is_current(folder, gguf_path):
             return None
         config = config_class(**json.loads((folder / "config.json").read_text()))
         tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
