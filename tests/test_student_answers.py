@@ -38,6 +38,21 @@ def hard_lookup(query, keys, values):
             return value
     raise KeyError(f"no key equals the query {list(query)}")
 ''',
+                "equal up to np.allclose's tolerance": '''
+def hard_lookup(query, keys, values):
+    for key, value in zip(keys, values):
+        if np.allclose(key, query):
+            return value
+    raise KeyError(f"no key equals the query {list(query)}")
+''',
+                "the nearest key, if nearer than 1e-6": '''
+def hard_lookup(query, keys, values):
+    distances = np.linalg.norm(np.asarray(keys, dtype=float) - np.asarray(query, dtype=float), axis=1)
+    nearest = int(np.argmin(distances))
+    if distances[nearest] > 1e-6:
+        raise KeyError(f"no key equals the query {list(query)}")
+    return np.asarray(values)[nearest]
+''',
             },
             "right": {
                 "a Python dictionary of tuples": '''
@@ -98,6 +113,12 @@ def soft_lookup(query, keys, values, temperature=1.0):
                 "the weights of each temperature instead of its output": '''
 def soft_lookup_by_temperature(query, keys, values, temperatures):
     return np.array([soft_lookup(query, keys, values, temperature=t)[0] for t in temperatures])
+''',
+                "a hard lookup (argmax) standing in for small temperatures": '''
+def soft_lookup_by_temperature(query, keys, values, temperatures):
+    scores = np.asarray(keys, dtype=float) @ np.asarray(query, dtype=float)
+    return np.array([np.asarray(values, dtype=float)[np.argmax(scores)] if t < 0.01
+                     else soft_lookup(query, keys, values, t)[1] for t in temperatures])
 ''',
             },
             "right": {
@@ -198,6 +219,67 @@ def self_attention(X, W_Q, W_K, W_V):
             },
         },
     },
+    "03-scaling": {
+        "dot_product_variance": {
+            "wrong": {
+                "every query with every key (q @ k.T), not the pairs": '''
+def dot_product_variance(d_k, n_samples, rng):
+    q = rng.standard_normal((n_samples, d_k))
+    k = rng.standard_normal((n_samples, d_k))
+    return float(np.var(q @ k.T))
+''',
+                "the theory's d_k instead of a measurement": '''
+def dot_product_variance(d_k, n_samples, rng):
+    return float(d_k)
+''',
+            },
+            "right": {
+                "products summed by hand, ddof=1": '''
+def dot_product_variance(d_k, n_samples, rng):
+    q = rng.standard_normal((n_samples, d_k))
+    k = rng.standard_normal((n_samples, d_k))
+    return float(np.var((q * k).sum(axis=1), ddof=1))
+''',
+            },
+        },
+        "entropy": {
+            "wrong": {
+                "in bits (log2)": '''
+def entropy(weights):
+    w = np.asarray(weights, dtype=float)
+    return -np.sum(np.where(w > 0, w * np.log2(np.where(w > 0, w, 1.0)), 0.0), axis=-1)
+''',
+            },
+            "right": {
+                "nansum over 0 * log 0": '''
+def entropy(weights):
+    w = np.asarray(weights, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return -np.nansum(w * np.log(w), axis=-1)
+''',
+            },
+        },
+        "softmax_jacobian": {
+            "wrong": {
+                "s_i (1 - s_j) everywhere": '''
+def softmax_jacobian(scores):
+    s = softmax(np.asarray(scores, dtype=float))
+    return np.outer(s, 1 - s)
+''',
+            },
+            "right": {
+                "two loops and a Kronecker delta": '''
+def softmax_jacobian(scores):
+    s = softmax(np.asarray(scores, dtype=float))
+    J = np.zeros((len(s), len(s)))
+    for i in range(len(s)):
+        for j in range(len(s)):
+            J[i, j] = s[i] * ((i == j) - s[j])
+    return J
+''',
+            },
+        },
+    },
     "04-masking": {
         "masked_softmax": {
             "wrong": {
@@ -208,6 +290,14 @@ def masked_softmax(scores, mask):
     e = np.exp(shifted - shifted.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
 ''',
+                "the softmax of every score, the hidden ones then zeroed and the rest renormalised": '''
+def masked_softmax(scores, mask):
+    s = np.asarray(scores, dtype=float)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    w = np.where(mask, e / e.sum(axis=-1, keepdims=True), 0.0)
+    total = w.sum(axis=-1, keepdims=True)
+    return np.divide(w, total, out=np.zeros_like(w), where=total > 0)
+''',
             },
             "right": {
                 "masked arrays (numpy.ma)": '''
@@ -217,6 +307,29 @@ def masked_softmax(scores, mask):
     s = np.ma.masked_array(scores, mask=hidden)
     e = np.ma.exp(s - s.max(axis=-1, keepdims=True))
     return np.ma.filled(e / e.sum(axis=-1, keepdims=True), 0.0)
+''',
+            },
+        },
+        "causal_self_attention": {
+            "wrong": {
+                "the causal mask sized from the batch axis": '''
+def causal_self_attention(X, W_Q, W_K, W_V):
+    X = np.asarray(X)
+    Q, K, V = X @ W_Q, X @ W_K, X @ W_V
+    scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
+    return masked_softmax(scores, causal_mask(len(X))) @ V
+''',
+            },
+            "right": {
+                "-1e9 added above the diagonal (no row is ever fully masked)": '''
+def causal_self_attention(X, W_Q, W_K, W_V):
+    X = np.asarray(X, dtype=float)
+    Q, K, V = X @ W_Q, X @ W_K, X @ W_V
+    scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
+    T = X.shape[-2]
+    scores = scores + np.triu(np.full((T, T), -1e9), 1)
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True) @ V
 ''',
             },
         },

@@ -59,6 +59,7 @@ HARD_MISSES = [np.array([1.0, 2.0, 1e-3]),   # a near miss of key 0
                # a near miss inside np.allclose's default tolerance (1e-8 + 1e-5 * 2): fixed, since a random one
                # moved a component near 0 as often as not and let "close enough" pass on some draws
                np.array([1.0, 2.0 + 1e-6, 0.0]),
+               np.array([1.0, 2.0, 1e-12]),  # closer to key 0 than any tolerance (np.isclose's atol is 1e-8)
                np.array([0.0, 2.0, 1.0])]    # a permutation of key 0 that is not a key
 
 

@@ -106,8 +106,12 @@ def expect_lookup_error(student_hard_lookup, query, keys, values):
             raise
         raise Hint(f"{shown} with no matching key raised {type(error).__name__}: {error}; expected a KeyError "
                    f"saying that nothing matched.") from None
+    # a query a hair's breadth from a key: the likely cause is a comparison with a tolerance
+    approximate = (" It is within 1e-5 of a key but not equal to it: is the comparison approximate (np.allclose, "
+                   "np.isclose, a distance below a threshold)? A hard lookup needs every component equal."
+                   if np.any(np.all(np.abs(np.asarray(keys) - query) <= 1e-5, axis=1)) else "")
     raise Hint(f"{shown} returned {describe(result)} although no key equals the query; "
-               f"a hard lookup must fail (raise KeyError) when nothing matches.")
+               f"a hard lookup must fail (raise KeyError) when nothing matches.{approximate}")
 
 
 HARD_LOOKUP_MISTAKES = [
@@ -125,6 +129,7 @@ def hard_lookup(student_hard_lookup):
     for query in ([0.0, 1.0], [1.0, 1.0]):
         check_against(student_hard_lookup, lookup.hard_lookup, (np.array(query), K, V), declared=HARD_LOOKUP)
     expect_lookup_error(student_hard_lookup, np.array([0.5, 0.5]), K, V)
+    expect_lookup_error(student_hard_lookup, np.array([1.0, 1.0 + 1e-12]), K, V)  # equal only "up to a tolerance"
     print("hard_lookup: all visible checks passed.")
 
 
@@ -188,6 +193,10 @@ def soft_lookup_by_temperature(student_sweep):
     temperatures = np.array([10.0, 1.0, 0.1, 0.01])
     # a plain list, with a temperature so small that the scores / temperature pass exp's range
     check_against(student_sweep, lookup.soft_lookup_by_temperature, (q, K, V, [3.0, 0.001, 0.5]),
+                  declared=SOFT_LOOKUP_BY_TEMPERATURE)
+    # two keys in a near tie: at T = 0.001 the weights are still 0.88 / 0.12, so no argmax stands in for small T
+    near_tie = (np.array([1.0, 0.0]), np.array([[1.0, 0.0], [0.998, 1.0]]), np.array([[10.0, 0.0], [0.0, 5.0]]))
+    check_against(student_sweep, lookup.soft_lookup_by_temperature, (*near_tie, np.array([0.002, 0.001])),
                   declared=SOFT_LOOKUP_BY_TEMPERATURE)
     got = check_against(student_sweep, lookup.soft_lookup_by_temperature, (q, K, V, temperatures),
                         declared=SOFT_LOOKUP_BY_TEMPERATURE)
