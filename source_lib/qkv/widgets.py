@@ -144,6 +144,7 @@ def leak_explorer(attend_by_name, X, labels):
             colours = ["tab:red" if i < j else "tab:blue" for i in range(len(labels))]
             ax.bar(range(len(labels)), moved, color=colours)
             ax.set_xticks(range(len(labels)), labels)
+            ax.set_xlabel("output of the token")
             ax.set_ylabel("largest change of the output")
             ax.set_title(f"{name}: earlier outputs (red) moved {moved[:j].max(initial=0):.3g}")
         figure.tight_layout()
