@@ -11,7 +11,7 @@ these, `verdict` says whether the submission is late and why, and:
 - the anomaly report (report.py) shows the same verdict, and the score after that penalty, as grades.csv, the LMS
   files and the feedback pages do (they all read the gradebook).
 
-A student with an extension who Canvas marks late is not penalised: Canvas's mark counts from its own due date,
+A student with an extension whom Canvas marks late is not penalised: Canvas's mark counts from its own due date,
 not from the extended one, and gives no time that could tell.
 """
 import datetime
