@@ -372,7 +372,143 @@ def dependence_matrix(attend, X, delta=1.0, tol=1e-9):
             },
         },
     },
+    "05-heads": {
+        "split_heads": {
+            "wrong": {
+                "each head every n_heads-th column": '''
+def split_heads(x, n_heads):
+    x = np.asarray(x)
+    T, width = x.shape
+    return x.reshape(T, width // n_heads, n_heads).transpose(2, 0, 1)
+''',
+            },
+            "right": {
+                "np.split, then stacked": '''
+def split_heads(x, n_heads):
+    return np.stack(np.split(np.asarray(x), n_heads, axis=1))
+''',
+            },
+        },
+        "merge_heads": {
+            "right": {
+                "the heads concatenated side by side": '''
+def merge_heads(x):
+    return np.concatenate(list(np.asarray(x)), axis=1)
+''',
+            },
+        },
+        "multi_head_attention": {
+            "wrong": {
+                "one attention over the full width, scaled by d_head": '''
+def multi_head_attention(X, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+    X = np.asarray(X)
+    q, k, v = X @ W_Q, X @ W_K, X @ W_V
+    return masked_softmax(q @ k.T / np.sqrt(q.shape[-1] // n_heads), mask) @ v @ W_O
+''',
+            },
+            "right": {
+                "a loop over the heads' column slices": '''
+def multi_head_attention(X, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+    X = np.asarray(X, dtype=float)
+    d_head = np.shape(W_Q)[1] // n_heads
+    heads = []
+    for h in range(n_heads):
+        columns = slice(h * d_head, (h + 1) * d_head)
+        q, k, v = X @ W_Q[:, columns], X @ W_K[:, columns], X @ W_V[:, columns]
+        heads.append(masked_softmax(q @ k.T / np.sqrt(d_head), mask) @ v)
+    return np.concatenate(heads, axis=1) @ W_O
+''',
+            },
+        },
+        "grouped_query_attention": {
+            "wrong": {
+                "one key/value head averaged from all of them": '''
+def grouped_query_attention(q, k, v, mask=None):
+    k = np.broadcast_to(np.mean(k, axis=0), (q.shape[0],) + np.shape(k)[1:])
+    v = np.broadcast_to(np.mean(v, axis=0), (q.shape[0],) + np.shape(v)[1:])
+    return masked_softmax(q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]), mask) @ v
+''',
+            },
+            "right": {
+                "query heads reshaped into groups, einsum": '''
+def grouped_query_attention(q, k, v, mask=None):
+    q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))
+    H_q, T_q, d = q.shape
+    H_kv = k.shape[0]
+    grouped = q.reshape(H_kv, H_q // H_kv, T_q, d)
+    scores = np.einsum("hgtd,hsd->hgts", grouped, k).reshape(H_q, T_q, -1) / np.sqrt(d)
+    weights = masked_softmax(scores, mask).reshape(H_kv, H_q // H_kv, T_q, -1)
+    return np.einsum("hgts,hsd->hgtd", weights, v).reshape(H_q, T_q, -1)
+''',
+            },
+        },
+        "kv_cache_bytes_per_token": {
+            "wrong": {
+                "d_head taken as d_model / n_heads": '''
+def kv_cache_bytes_per_token(config, bytes_per_element):
+    return 2 * config.n_layers * config.n_kv_heads * (config.d_model // config.n_heads) * bytes_per_element
+''',
+            },
+        },
+    },
     "07-cost": {
+        "cost_ratio": {
+            "right": {
+                "the squares divided": '''
+def cost_ratio(n_old, n_new):
+    return float(n_new * n_new) / (n_old * n_old)
+''',
+            },
+        },
+        "fit_exponent": {
+            "wrong": {
+                "the slope between the first and last points": '''
+def fit_exponent(sizes, values):
+    sizes, values = np.asarray(sizes, dtype=float), np.asarray(values, dtype=float)
+    return float(np.log(values[-1] / values[0]) / np.log(sizes[-1] / sizes[0]))
+''',
+                "the mean of the slopes between neighbours": '''
+def fit_exponent(sizes, values):
+    x, y = np.log(np.asarray(sizes, dtype=float)), np.log(np.asarray(values, dtype=float))
+    return float(np.mean(np.diff(y) / np.diff(x)))
+''',
+            },
+            "right": {
+                "least squares by covariance": '''
+def fit_exponent(sizes, values):
+    x, y = np.log(np.asarray(sizes, dtype=float)), np.log(np.asarray(values, dtype=float))
+    return float(np.sum((x - x.mean()) * (y - y.mean())) / np.sum((x - x.mean()) ** 2))
+''',
+            },
+        },
+        "attention_step": {
+            "wrong": {
+                "own softmax shifted by one maximum over every head": '''
+def attention_step(q_new, k_cache, v_cache):
+    group = q_new.shape[0] // k_cache.shape[0]
+    k, v = np.repeat(k_cache, group, axis=0), np.repeat(v_cache, group, axis=0)
+    scores = q_new @ k.transpose(0, 2, 1) / np.sqrt(q_new.shape[-1])
+    e = np.exp(scores - scores.max())
+    return e / e.sum(axis=-1, keepdims=True) @ v
+''',
+            },
+            "right": {
+                "one query head at a time": '''
+def attention_step(q_new, k_cache, v_cache):
+    group = q_new.shape[0] // k_cache.shape[0]
+    return np.stack([softmax(q_new[h] @ k_cache[h // group].T / np.sqrt(q_new.shape[-1])) @ v_cache[h // group]
+                     for h in range(q_new.shape[0])])
+''',
+            },
+        },
+        "append_to_cache": {
+            "right": {
+                "np.hstack (axis 1 of a 3-D array)": '''
+def append_to_cache(k_cache, v_cache, k_new, v_new):
+    return np.hstack([k_cache, k_new]), np.hstack([v_cache, v_new])
+''',
+            },
+        },
         "chunked_attention": {
             "wrong": {
                 "the running max started at 0": '''

@@ -82,7 +82,7 @@ def fit_exponent(student_fit_exponent):
 
 # ---------------------------------------------------------------- attention_step
 
-def _step(q, k, v, tiled=False, scale=True, drop_newest=False, only_newest=False, softmax_axis=-1):
+def _step(q, k, v, tiled=False, scale=True, drop_newest=False, only_newest=False, softmax_axis=-1, one_max=False):
     """attention_step with one thing changed, to recognise a mistake. Its switches are plain data: the student
     edition withholds it (with no switch on it is the answer) and replays the catalogue's calls from fixtures."""
     q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))
@@ -93,6 +93,9 @@ def _step(q, k, v, tiled=False, scale=True, drop_newest=False, only_newest=False
     n_q, n_kv = q.shape[0], k.shape[0]
     index = np.arange(n_q) % n_kv if tiled else np.arange(n_q) // (n_q // n_kv)
     scores = q @ k[index].swapaxes(-1, -2) / (np.sqrt(q.shape[-1]) if scale else 1.0)
+    if one_max:  # a softmax written by hand, shifted by the maximum over every head instead of each head's own
+        e = np.exp(scores - np.max(scores))
+        return e / np.sum(e, axis=-1, keepdims=True) @ v[index]
     return ref_attention.softmax(scores, axis=softmax_axis) @ v[index]   # scores [H_q, 1, T]
 
 
@@ -113,6 +116,10 @@ ATTENTION_STEP_MISTAKES = [
     (lambda q, k, v: _step(q, k, v, tiled=True),
      "query head h used key/value head h % H_kv (np.tile's order); consecutive query heads share a key/value "
      "head, h // (H_q // H_kv), which is np.repeat's order (lesson 05)."),
+    (lambda q, k, v: _step(q, k, v, one_max=True),
+     "the heads whose scores lie far below another head's came out 0/0: the scores were shifted by ONE maximum "
+     "over every head, so exp underflows to 0 across those heads. Shift each head's scores by their own maximum "
+     "(np.max(scores, axis=-1, keepdims=True)), or use the `softmax` imported from qkv.attention."),
 ] + [(lambda q, k, v, axis=axis: _step(q, k, v, softmax_axis=axis), STEP_WRONG_AXIS) for axis in (0, 1)]
 
 ATTENTION_STEP = Check(name="attention_step", diagnoses=ATTENTION_STEP_MISTAKES, allowed=TOOLS)
@@ -123,11 +130,22 @@ def step_case(rng, n_q, n_kv, T, d_head):
             rng.normal(size=(n_kv, T, d_head)))
 
 
+def uneven_step_case(n_q, n_kv, T, d_head, top=1000.0):
+    """Fixed: the query heads of key/value head 0 score near `top`, the others near 0, so one maximum over every
+    head leaves the others at exp(-top) = 0: 0/0 (each head must be shifted by its own maximum)."""
+    rng = np.random.default_rng(n_q * 100 + T)
+    q, k, v = step_case(rng, n_q, n_kv, T, d_head)
+    q[: n_q // n_kv, 0, 0], k[0, :, 0] = 20.0, top * math.sqrt(d_head) / 20.0 + rng.normal(size=T)
+    return q, k, v
+
+
 def attention_step(student_attention_step):
     rng = np.random.default_rng(71)
     for case in (step_case(rng, 4, 2, 5, 3), step_case(rng, 6, 3, 3, 4), step_case(rng, 2, 2, 1, 4),
                  tuple(a.astype(np.float32) for a in step_case(rng, 6, 2, 3, 5))):  # the last in float32
         check_against(student_attention_step, ref_cost.attention_step, case, declared=ATTENTION_STEP)
+    check_against(student_attention_step, ref_cost.attention_step, uneven_step_case(4, 2, 5, 3),
+                  declared=ATTENTION_STEP)
     print("attention_step: all visible checks passed.")
 
 
