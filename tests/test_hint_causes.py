@@ -11,8 +11,9 @@ sqrt(d_model) = d_k, a `dependence_matrix` that nudges one component or a column
   own mistake, never another one that coincides there;
 - the sizes of lesson 02's visible inputs, where a scale taken from the wrong size is a mistake: every candidate
   scale differs from every other one (d_k != n_k != d_model != 4);
-- a NaN says where it comes from where that can be told: overflow (finite on the same input scaled down) or a
-  mask=None that is not handled (finite with a mask that hides nothing).
+- a NaN says where it comes from where that can be told: overflow (finite on the same input scaled down), a
+  mask=None that is not handled (finite with a mask that hides nothing), and in lesson 04 a fully masked row
+  (finite with a key made visible in it) apart from a mask applied after the exponential (an overflow).
 """
 import contextlib
 import importlib
@@ -236,6 +237,20 @@ def multi_head_attention(X, W_Q, W_K, W_V, W_O, n_heads, mask=None):
     return (weights @ v).transpose(1, 0, 2).reshape(T, -1) @ np.asarray(W_O, float)
 """
 
+NO_FULLY_MASKED_ROW = """
+def masked_softmax(scores, mask):
+    hidden = np.where(mask, np.asarray(scores, float), -np.inf)
+    e = np.exp(hidden - hidden.max(axis=-1, keepdims=True))  # -inf - (-inf) on a row with no visible key
+    return e / e.sum(axis=-1, keepdims=True)
+"""
+
+MASK_AFTER_EXP = """
+def masked_softmax(scores, mask):
+    scores = np.asarray(scores, float)
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True)) * mask  # a huge hidden score leaves the visible ones 0
+    return e / e.sum(axis=-1, keepdims=True)
+"""
+
 ZERO_LOG_ZERO = """
 def entropy(weights):
     w = np.asarray(weights, float)
@@ -244,10 +259,8 @@ def entropy(weights):
 
 
 def _graders(lesson, name):
-    from qkv_grading import lesson02 as hidden02, lesson03 as hidden03, lesson05 as hidden05
-    from qkv.checks import lesson02, lesson03, lesson05
-    visible = {"02": lesson02, "03": lesson03, "05": lesson05}[lesson]
-    hidden = {"02": hidden02, "03": hidden03, "05": hidden05}[lesson]
+    visible = importlib.import_module(f"qkv.checks.lesson{lesson}")
+    hidden = importlib.import_module(f"qkv_grading.lesson{lesson}")
     return getattr(visible, name), getattr(hidden, name)
 
 
@@ -255,6 +268,8 @@ NAN_CAUSES = [  # (lesson, graded function, the student's code, what its NaN hin
     ("02", "attention_weights", NAIVE_SOFTMAX_WEIGHTS, "scaled down", "mask=None"),  # NaN only on large scores
     ("05", "multi_head_attention", MASK_NONE_UNHANDLED, "mask=None", "scaled down"),  # NaN only with mask=None
     ("03", "entropy", ZERO_LOG_ZERO, "0 * log(0)", "scaled down"),  # NaN on small numbers: no overflow
+    ("04", "masked_softmax", NO_FULLY_MASKED_ROW, "with a key made visible", "scaled down"),
+    ("04", "masked_softmax", MASK_AFTER_EXP, "after the exponential", "with a key made visible"),
 ]
 
 

@@ -452,7 +452,7 @@ def test_visible_checks_reject_mutant(grade, name, source):
     ("causal_mask", "float 0/1 instead of bool", "a mask must be boolean"),
     ("causal_mask", "calls the reference", "calls qkv's reference `causal_mask`"),
     ("masked_softmax", "mask after the softmax", "applied after the softmax"),
-    ("masked_softmax", "mask after the softmax, renormalised", "fully masked row"),
+    ("masked_softmax", "mask after the softmax, renormalised", "applied after the exponential or softmax"),
     ("masked_softmax", "0 instead of -inf", "0 is an ordinary score"),
     ("masked_softmax", "-1e9 added, fully masked row not zeroed", "ignores a common shift"),
     ("masked_softmax", "fully masked row gives NaN (own softmax)", "all zeros"),

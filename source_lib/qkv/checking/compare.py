@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 
 from qkv.checking.calling import call
-from qkv.checking.diagnosis import Probes, as_result, certain_diagnosis, nonfinite_cause
+from qkv.checking.diagnosis import NONFINITE_CAUSES, Probes, as_result, certain_diagnosis, nonfinite_cause
 from qkv.checking.hints import Hint, call_text, describe
 from qkv.checking.validation import expect_array
 
@@ -51,6 +51,8 @@ class Check:
     outputs: names of the parts when the function returns a tuple, e.g. ("weights", "output").
     nonfinite_hint: said when the student's result holds NaN or infinity (e.g. an overflowing exp); where the NaN
         goes away on the same input scaled down, after saying so (`qkv.checking.diagnosis.nonfinite_cause`).
+    nonfinite_causes: the check's own (transform, observed, advice) causes of a NaN, tried before the usual ones
+        (mask=None, overflow): the first whose transform of the input takes the NaN away is said.
     confirm_with: further (args, kwargs) on which to confirm a diagnosis, tried before inputs made by moving
         this one a little (needed where a small move leaves the contract, e.g. a query that must equal a key).
     meaning: for a boolean answer (`check_boolean`), how to read one entry, said when pointing at a wrong one
@@ -66,6 +68,7 @@ class Check:
     allow_list: bool = False
     outputs: tuple = None
     nonfinite_hint: str = None
+    nonfinite_causes: tuple = ()
     confirm_with: tuple = ()
     meaning: str = None
 
@@ -184,7 +187,8 @@ def _validated(raw, expected, shown, check, args, kwargs, probes):
         if named:
             raise Hint(f"{shown} returned NaN or infinity: {named}") from None
         # where the NaN comes from, when taking one cause out of the input takes it away
-        cause = nonfinite_cause(probes.student_fn, args, kwargs, probes.name, probes.allowed, check.nonfinite_hint)
+        cause = nonfinite_cause(probes.student_fn, args, kwargs, probes.name, probes.allowed, check.nonfinite_hint,
+                                (*check.nonfinite_causes, *NONFINITE_CAUSES))
         if cause:
             raise Hint(f"{shown} returned NaN or infinity: {cause}") from None
         if check.nonfinite_hint:

@@ -13,6 +13,7 @@ import numpy as np
 
 from qkv import attention as ref_attention, masking, probes
 from qkv.checking import Check, check_against, check_boolean, seal
+from qkv.checking.diagnosis import OVERFLOW, with_ordinary_magnitudes
 
 WORDS = ["Hà", "Nội", "là", "thủ", "đô"]
 
@@ -82,11 +83,31 @@ MASKED_SOFTMAX_MISTAKES = [
      "The contract for a fully masked row is all zeros: multiply the weights by the mask, or set such rows to 0."),
 ]
 
-MASKED_SOFTMAX_NONFINITE = (
-    "two usual causes. (1) A fully masked row (no visible key) computed -inf - (-inf) or 0/0; the contract "
-    "for such a row is all zeros, so handle it (e.g. divide only where the sum is > 0). (2) The mask was "
-    "applied after the exponential or softmax: a huge hidden score then pushes every visible weight to 0 "
-    "before the division. Hide the scores first and take the maximum over the visible scores only.")
+FULLY_MASKED_ROW = ("a fully masked row (no visible key) computed -inf - (-inf) or 0/0; the contract for such a row "
+                    "is all zeros, so handle it (e.g. divide only where the sum is > 0).")
+HIDDEN_AFTER_EXP = ("the mask was applied after the exponential or softmax: a huge hidden score then pushes every "
+                    "visible weight to 0 before the division. Hide the scores first and take the maximum over the "
+                    "visible scores only.")
+FUTURE_AFTER_SOFTMAX = ("the future was hidden after the softmax: when a future score is far larger than the visible "
+                        "ones, every visible weight underflows to 0 and the renormalisation divides 0 by 0. Hide the "
+                        "future scores before the softmax.")
+A_KEY_MADE_VISIBLE = "with a key made visible in every fully masked row your function gives finite values:"
+
+
+def with_a_key_in_every_row(args, kwargs):
+    """(scores, mask) with every fully masked row of the mask made visible, or None when no row is fully masked."""
+    if len(args) < 2 or args[1] is None:
+        return None
+    mask = np.array(np.broadcast_to(np.asarray(args[1], dtype=bool), np.shape(args[0])))
+    fully_masked = ~mask.any(axis=-1)
+    if not fully_masked.any():
+        return None
+    mask[fully_masked] = True
+    return (args[0], mask, *args[2:]), kwargs
+
+
+# said when neither cause alone takes the NaN away (the input has both)
+MASKED_SOFTMAX_NONFINITE = f"two usual causes: (1) {FULLY_MASKED_ROW} (2) {HIDDEN_AFTER_EXP}"
 
 
 def _masked_softmax_properties(got, args, kwargs):
@@ -106,6 +127,9 @@ def _masked_softmax_properties(got, args, kwargs):
 MASKED_SOFTMAX_REFERENCE = quietly(ref_attention.masked_softmax)
 MASKED_SOFTMAX = Check(name="masked_softmax", diagnoses=MASKED_SOFTMAX_MISTAKES,
                        extra_checks=[_masked_softmax_properties], nonfinite_hint=MASKED_SOFTMAX_NONFINITE,
+                       # the two causes of a NaN told apart: a fully masked row, or a huge hidden score
+                       nonfinite_causes=((with_a_key_in_every_row, A_KEY_MADE_VISIBLE, FULLY_MASKED_ROW),
+                                         (with_ordinary_magnitudes, OVERFLOW, HIDDEN_AFTER_EXP)),
                        allowed=(ref_attention.softmax,))
 
 
@@ -164,15 +188,14 @@ CAUSAL_ATTENTION_MISTAKES = [
      "each position also reads the next one: the mask is off by one (j <= i + 1)."),
 ]
 
-CAUSAL_ATTENTION_NONFINITE = (
-    "either a row of the weights had no visible key (is the diagonal masked out? position i must see keys "
-    "0..i), or the future was hidden after the softmax: when a future score is far larger than the visible "
-    "ones, every visible weight underflows to 0 and the renormalisation divides 0 by 0. Hide the future "
-    "scores before the softmax.")
+CAUSAL_ATTENTION_NONFINITE = ("either a row of the weights had no visible key (is the diagonal masked out? position i "
+                              f"must see keys 0..i), or {FUTURE_AFTER_SOFTMAX}")
 
 CAUSAL_ATTENTION_REFERENCE = quietly(masking.causal_self_attention)
 CAUSAL_SELF_ATTENTION = Check(name="causal_self_attention", diagnoses=CAUSAL_ATTENTION_MISTAKES,
-                              nonfinite_hint=CAUSAL_ATTENTION_NONFINITE, allowed=(ref_attention.softmax,))
+                              nonfinite_hint=CAUSAL_ATTENTION_NONFINITE,
+                              nonfinite_causes=((with_ordinary_magnitudes, OVERFLOW, FUTURE_AFTER_SOFTMAX),),
+                              allowed=(ref_attention.softmax,))
 
 
 def sentence_inputs(seed=4, d_model=6, d_k=4, d_v=3):
