@@ -269,6 +269,28 @@ def test_a_late_submission_loses_the_configured_fraction_on_both_routes(term):
     assert "late" not in report["10001"]["anomalies"] and grades["10001"]["score"] == "13.0"
 
 
+def test_an_extension_granted_after_grading_reaches_every_page_and_csv_at_the_next_make_grade(term, tmp_path):
+    """On a copy of the graded term (the shared one stays as graded): 10004, penalised for Canvas's mark, is given
+    an extension; `make grade` again grades nobody, and the penalty is gone from every file."""
+    import shutil
+
+    from nbgrader.api import Gradebook
+
+    copy = Term(pathlib.Path(shutil.copytree(term.instructor.parent, tmp_path / "qkv", symlinks=True)) / "autograde",
+                "", "")
+    with Gradebook(f"sqlite:///{copy.instructor}/gradebook.db") as gb:
+        gb.grant_extension(LESSON, "10004", days=2)
+    done = subprocess.run([sys.executable, "-m", "qkv_autograde", LESSON, "--jobs", "1"], cwd=copy.instructor,
+                          env=env(), capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0 and "graded 0 submission(s)" in done.stdout, done.stdout + done.stderr[-3000:]
+    grades, report = grades_csv(copy), anomaly_report(copy)
+    assert [grades["10004"][k] for k in ("late_submission_penalty", "score")] == ["0.0", "13.0"]
+    assert report["10004"]["anomalies"].split("; ") == ["extension"] and report["10004"]["score"] == "13.0"
+    assert canvas_scores(copy)["10004"] == "13.0"
+    assert "Late submission penalty" not in feedback_page(copy, "10004")
+    assert grades["gil"]["score"] == "6.5"   # the others as they were
+
+
 # ----------------------------- items 4-6: names on the reports, what is left to do, Canvas's own resubmission name
 
 def test_the_report_shows_the_lms_name_beside_each_id(term):
