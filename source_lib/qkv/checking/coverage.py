@@ -16,7 +16,7 @@ A kind is a short phrase naming one property of the call, so that a missing one 
   than 709 (a shift by the slice's mean, first or smallest entry still overflows);
 - "T_q != T_k": queries and keys of different lengths;
 - "mask: None" / "mask: causal" / "mask: fully masked row" / "mask: other pattern" (padding, windows, ...);
-- "output near zero": an entry of the right answer within 1e-6 of zero relative to its largest.
+- "output near zero": an entry of the right answer within 1e-9 of zero relative to its largest.
 """
 import inspect
 import warnings
@@ -25,7 +25,9 @@ from types import SimpleNamespace
 import numpy as np
 
 EXP_RANGE = 709.0  # np.exp overflows float64 above this
-NEAR_ZERO = 1e-6   # relative to the answer's largest entry
+# relative to the answer's largest entry: a zero by design (a masked weight, a one-hot row's entropy, an underflowed
+# weight), not the chance entry of thousands of random ones (lesson 07's memory check draws 4096 at 1e-7)
+NEAR_ZERO = 1e-9
 QUERY_NAMES = ("Q", "q", "query", "queries")
 KEY_NAMES = ("K", "k", "keys", "key")
 

@@ -39,7 +39,7 @@ COVERAGE = {
         "entropy": {"output near zero", "weights: 1-D", "weights: 2-D", "weights: 3-D", "weights: float32"},
         "softmax_jacobian": {"a slice spanning past exp's range", "output near zero", "scores: 1-D", "scores: float32",
                              "scores: list", "values past exp's range"},
-        "query_jacobian": {"keys: 2-D", "keys: float32", "query: 1-D", "query: float32"},
+        "query_jacobian": {"keys: 2-D", "keys: float32", "output near zero", "query: 1-D", "query: float32"},
     },
     "04-masking": {
         "causal_mask": {"T: numpy integer"},

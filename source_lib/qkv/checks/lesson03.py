@@ -322,6 +322,8 @@ def query_jacobian(student_fn):
     check_query_jacobian(student_fn, scaling.query_jacobian, np.array([0.5, -1.0, 1.0]), square)
     check_query_jacobian(student_fn, scaling.query_jacobian, np.array([0.5, -1.0, 1.0], dtype=np.float32),
                          square[:2].astype(np.float32))  # float32 in, float32 out
+    # a component every key shares moves no weight: its column of the Jacobian is 0
+    check_query_jacobian(student_fn, scaling.query_jacobian, np.array([0.5, -1.0, 1.0]), square * [1, 1, 0] + [0, 0, 5])
     print("query_jacobian: all visible checks passed.")
 
 
