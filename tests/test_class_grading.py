@@ -277,3 +277,20 @@ def test_prepare_model_takes_the_stamp_path_and_builds_only_what_is_missing(monk
     assert built == [["qkv.model"], ["qkv.fill_model_cache", "06-sinks"]]
     said = grade_class.Startup(1.25, True, []).said()
     assert said == "start-up 1.2 s: the model and its results checked, not rebuilt"
+
+
+def test_workers_start_only_when_there_is_something_to_grade():
+    """A class with nothing new starts no worker (each would fork and warm up for nothing)."""
+    from types import SimpleNamespace
+
+    from qkv_autograde import grade_class
+
+    log = []
+    workers = grade_class.WhenNeeded(lambda: log.append("started") or SimpleNamespace(
+        where="by the local workers", submit=lambda fn, *args: fn(*args), close=lambda: log.append("closed")))
+    assert workers.where.startswith("nowhere") and workers.started_at is None
+    workers.close()
+    assert log == []
+    assert workers.submit(len, "abc") == 3 and workers.where == "by the local workers" and log == ["started"]
+    workers.close()
+    assert log == ["started", "closed"]

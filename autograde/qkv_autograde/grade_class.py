@@ -116,6 +116,31 @@ class DaskWorkers:
         pass  # the cluster belongs to whoever started it
 
 
+class WhenNeeded:
+    """The workers (`start`: LocalWorkers or DaskWorkers), started when the first submission is to be sent: a class
+    with nothing new starts none (forked workers warming up took CPU from the rest of a run with nothing to grade)."""
+
+    def __init__(self, start):
+        self._start, self.workers, self.started_at = start, None, None
+
+    def start(self):
+        if self.workers is None:
+            self.workers = self._start()
+            self.started_at = time.monotonic()
+        return self.workers
+
+    @property
+    def where(self):
+        return self.workers.where if self.workers else "nowhere (nothing to grade)"
+
+    def __getattr__(self, name):  # submit, jobs, sees_the_course: only ever asked once there is something to grade
+        return getattr(self.start(), name)
+
+    def close(self):
+        if self.workers is not None:
+            self.workers.close()
+
+
 def _nbgrader_app(lesson, force, log_level="WARN"):
     from nbgrader.apps.autogradeapp import AutogradeApp
 
@@ -162,6 +187,8 @@ def prefetch(app, lesson, workers, force, regrade=()):
             shutil.rmtree(graded)  # nbgrader regrades a submission whose graded copy is missing
         if not entry.refused and os.path.exists(staged) and (force or not completely_graded(graded)):
             pending.append((entry, staged))
+    if pending:
+        workers.start()  # forked now, before the progress bar starts its thread; a class with nothing new starts none
     bar = progress(f"grading {lesson}", len(pending), "submission")
     sent = []
     for entry, staged in pending:
@@ -274,10 +301,9 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
     late.AssignLatePenaltiesHonouringTheLmsMark(config=app.config).reapply(lesson)
     settings = parallel.settings_of(app.config)
     built = prepare_model(lesson)  # before the workers fork: they find it in place
-    workers = (DaskWorkers(scheduler, lesson, settings, insecure=insecure_scheduler) if scheduler
-               else LocalWorkers(jobs, lesson, settings))
+    workers = WhenNeeded(lambda: DaskWorkers(scheduler, lesson, settings, insecure=insecure_scheduler) if scheduler
+                         else LocalWorkers(jobs, lesson, settings))
     origin = COMMAND_STARTED.pop() if COMMAND_STARTED else started
-    startup = Startup(time.monotonic() - origin - collecting, parallel.uses_model(lesson), built)
     parallel.PENDING.clear()
     parallel.SANITIZED.clear()
     parallel.MEASUREMENTS.clear()
@@ -285,6 +311,8 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
     try:  # the workers stay up after grading: local ones write the feedback
         recollected = {n["student"] for n in notes if n["name"] == "collected again"}
         sent, staged, bar = prefetch(app, lesson, workers, force, regrade=recollected)
+        ready = workers.started_at or time.monotonic()  # nothing to grade: ready once that is known
+        startup = Startup(ready - origin - collecting, parallel.uses_model(lesson), built)
         try:
             app.start()
         finally:
@@ -311,8 +339,9 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
 
 
 class Startup(typing.NamedTuple):
-    """What make grade did before grading: its seconds (from the command's start to its workers started, the
-    export's collection aside), whether the lesson runs SmolLM2, and what prepare_model built."""
+    """What make grade did before grading: its seconds (from the command's start to its workers started, or to
+    knowing there is nothing to grade; the export's collection aside), whether the lesson runs SmolLM2, and what
+    prepare_model built."""
     seconds: float
     uses_model: bool
     built: list
