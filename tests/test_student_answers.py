@@ -451,6 +451,150 @@ def kv_cache_bytes_per_token(config, bytes_per_element):
             },
         },
     },
+    "06-sinks": {
+        "first_token_share": {
+            "wrong": {
+                "the largest head's share instead of the mean": '''
+def first_token_share(weights):
+    return float(np.asarray(weights)[:, 1:, 0].mean(axis=1).max())
+''',
+            },
+            "right": {
+                "a sum over a count": '''
+def first_token_share(weights):
+    w = np.asarray(weights)
+    return float(w[:, 1:, 0].sum() / (w.shape[0] * (w.shape[1] - 1)))
+''',
+            },
+        },
+        "contribution_norms": {
+            "wrong": {
+                "the weight times the norm of v, without W_O": '''
+def contribution_norms(weights, v, W_O_head):
+    return np.asarray(weights) * np.linalg.norm(np.asarray(v), axis=-1)
+''',
+            },
+            "right": {
+                "the weight outside the norm": '''
+def contribution_norms(weights, v, W_O_head):
+    return np.abs(np.asarray(weights)) * np.linalg.norm(np.asarray(v) @ np.asarray(W_O_head), axis=1)
+''',
+            },
+        },
+        "occlusion_effects": {
+            "wrong": {
+                "the token replaced by id 0 instead of deleted": '''
+def occlusion_effects(next_token_logprob, ids):
+    ids = list(ids)
+    full = next_token_logprob(ids)
+    return np.array([full - next_token_logprob(ids[:i] + [0] + ids[i + 1:]) for i in range(len(ids))])
+''',
+            },
+            "right": {
+                "np.delete": '''
+def occlusion_effects(next_token_logprob, ids):
+    ids = np.asarray(ids)
+    full = next_token_logprob(ids.tolist())
+    return np.array([full - next_token_logprob(np.delete(ids, i).tolist()) for i in range(len(ids))])
+''',
+            },
+        },
+        "sliding_window_mask": {
+            "wrong": {
+                "the sinks visible to queries before them": '''
+def sliding_window_mask(T, window, n_sink):
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    return ((j <= i) & (i - j < window)) | (j < n_sink)
+''',
+            },
+            "right": {
+                "two loops": '''
+def sliding_window_mask(T, window, n_sink):
+    mask = np.zeros((T, T), dtype=bool)
+    for i in range(T):
+        for j in range(i + 1):
+            mask[i, j] = i - j < window or j < n_sink
+    return mask
+''',
+            },
+        },
+        "perplexity": {
+            "wrong": {
+                "log-softmax shifted by the array's one maximum": '''
+def perplexity(logits, ids):
+    logits, ids = np.asarray(logits, dtype=float), np.asarray(ids)
+    x = logits[:-1]
+    log_p = x - x.max() - np.log(np.exp(x - x.max()).sum(axis=-1, keepdims=True))
+    return float(np.exp(-np.mean(log_p[np.arange(len(ids) - 1), ids[1:]])))
+''',
+                "1 / the mean probability of the next token": '''
+def perplexity(logits, ids):
+    logits, ids = np.asarray(logits, dtype=float), np.asarray(ids)
+    x = logits[:-1]
+    p = np.exp(x - x.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    return float(1 / np.mean(p[np.arange(len(ids) - 1), ids[1:]]))
+''',
+            },
+            "right": {
+                "one position at a time": '''
+def perplexity(logits, ids):
+    total = 0.0
+    for t in range(len(ids) - 1):
+        row = np.asarray(logits[t], dtype=float)
+        top = row.max()
+        total += top + np.log(np.sum(np.exp(row - top))) - row[ids[t + 1]]
+    return float(np.exp(total / (len(ids) - 1)))
+''',
+            },
+        },
+        "diagonal_score": {
+            "wrong": {
+                "the trace over all T queries": '''
+def diagonal_score(weights):
+    w = np.asarray(weights)
+    return np.trace(w, axis1=1, axis2=2) / w.shape[1]
+''',
+            },
+            "right": {
+                "np.diagonal": '''
+def diagonal_score(weights):
+    return np.diagonal(np.asarray(weights), axis1=1, axis2=2)[:, 1:].mean(axis=-1)
+''',
+            },
+        },
+        "previous_token_score": {
+            "wrong": {
+                "the next token's key (offset +1)": '''
+def previous_token_score(weights):
+    return np.diagonal(np.asarray(weights), offset=1, axis1=1, axis2=2).mean(axis=-1)
+''',
+            },
+            "right": {
+                "np.diagonal at offset -1": '''
+def previous_token_score(weights):
+    return np.diagonal(np.asarray(weights), offset=-1, axis1=1, axis2=2).mean(axis=-1)
+''',
+            },
+        },
+        "induction_score": {
+            "wrong": {
+                "the key of the copied token itself (i - period)": '''
+def induction_score(weights, period):
+    w = np.asarray(weights)
+    i = np.arange(w.shape[1] - period, w.shape[1])
+    return w[:, i, i - period].mean(axis=-1)
+''',
+            },
+            "right": {
+                "np.diagonal at offset 1 - period": '''
+def induction_score(weights, period):
+    w = np.asarray(weights)
+    return np.diagonal(w, offset=1 - period, axis1=1, axis2=2)[:, -period:].mean(axis=-1)
+''',
+            },
+        },
+    },
     "07-cost": {
         "cost_ratio": {
             "right": {

@@ -275,7 +275,8 @@ def possible_perplexity(got, args, kwargs):
     if float(got) < 1 - 1e-9:
         return (f"a perplexity of {float(got):.4g} is impossible: below 1 it would need probabilities above 1. "
                 f"Is the loss's sign flipped (the loss is -ln p, which is never negative), or are the logits not "
-                f"turned into log-probabilities over the vocabulary (axis=-1) first?")
+                f"turned into log-probabilities over the vocabulary (axis=-1) first? (Exactly 0: a row far below "
+                f"the largest logit gave log(0); shift each row by its own maximum, not the array's one maximum.)")
     return None
 
 OVERFLOW_HINT = ("np.exp of large logits overflows. Subtract each row's maximum before exponentiating "
@@ -286,9 +287,8 @@ PERPLEXITY = Check(name="perplexity", diagnoses=PERPLEXITY_MISTAKES, nonfinite_h
 
 
 def perplexity_case(rng, T, vocab, scale=3.0, offset=0.0):
-    """Logits [T, vocab] and ids [T]. A large `offset` (a different one per row) changes no probability but
-    overflows np.exp of the raw logits, as a real model's logits can."""
-    shift = rng.uniform(offset / 2, offset, size=(T, 1))
+    """Logits [T, vocab], rows shifted from 0 to `offset` (exp overflows; one global max underflows), ids [T]."""
+    shift = rng.permutation(np.linspace(0.0, offset, T))[:, None]
     return rng.normal(size=(T, vocab)) * scale + shift, rng.integers(0, vocab, size=T)
 
 
