@@ -290,6 +290,16 @@ def masked_softmax(scores, mask):
     e = np.exp(shifted - shifted.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
 ''',
+                "shifted by the largest visible score of the whole array": '''
+def masked_softmax(scores, mask):
+    scores = np.asarray(scores, dtype=float)
+    mask = np.broadcast_to(np.asarray(mask, dtype=bool), scores.shape)
+    visible = np.where(mask, scores, -np.inf)
+    top = visible.max() if np.isfinite(visible.max()) else 0.0
+    e = np.where(mask, np.exp(visible - top), 0.0)
+    total = e.sum(axis=-1, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+''',
                 "the softmax of every score, the hidden ones then zeroed and the rest renormalised": '''
 def masked_softmax(scores, mask):
     s = np.asarray(scores, dtype=float)

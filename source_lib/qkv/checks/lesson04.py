@@ -66,6 +66,16 @@ def _minus_1e9(scores, mask):
     return ref_attention.softmax(scores + np.where(mask, 0.0, -1e9).astype(scores.dtype))
 
 
+def _shifted_by_one_max(scores, mask):
+    # a masked softmax written by hand, shifted by the largest visible score of the whole array, not of each row
+    mask = np.broadcast_to(np.asarray(mask, dtype=bool), np.shape(scores))
+    visible = np.where(mask, scores, -np.inf)
+    top = np.max(visible) if np.isfinite(np.max(visible)) else 0.0
+    e = np.where(mask, np.exp(visible - top), 0.0)
+    total = np.sum(e, axis=-1, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
 MASKED_SOFTMAX_MISTAKES = [
     (lambda s, m: ref_attention.softmax(s) * m,
      "the hidden entries are 0 but the rows no longer sum to 1: the mask was applied after the softmax. "
@@ -77,6 +87,10 @@ MASKED_SOFTMAX_MISTAKES = [
      "this is the plain softmax: the mask was ignored."),
     (lambda s, m: ref_attention.masked_softmax(s, ~np.asarray(m, dtype=bool)),
      "the weight lands exactly where the mask is False: True means MAY attend, so hide where it is False."),
+    (_shifted_by_one_max,
+     "a row whose visible scores lie far below another row's came out all 0 (or 0/0): the scores were shifted "
+     "by ONE maximum of the whole array, so exp underflows across that row. Shift each row by the maximum of its "
+     "own visible scores (axis=-1, keepdims=True)."),
     (_minus_1e9,
      "a row with no visible key came back with weights, as if nothing were masked (or uniform, in float32): "
      "adding -1e9 to every score of a row shifts them all equally, and the softmax ignores a common shift. "
@@ -149,6 +163,9 @@ def masked_softmax(student_masked_softmax):
     # scores [B=2, H=5, 3, 3] of a batch of heads under one causal mask; a key-padding mask [B, 1, 3] per sequence
     heads = np.arange(90.0).reshape(2, 5, 3, 3) % 7 - 3
     check_against(student_masked_softmax, MASKED_SOFTMAX_REFERENCE, (heads, causal), declared=MASKED_SOFTMAX)
+    # rows of very different size: row 0 sees only 1000, row 1 sees scores near 0 (each row its own maximum)
+    uneven = np.array([[1000.0, 999.0, 5.0], [0.5, 0.2, 3.0], [-2.0, 0.0, 1.0]])
+    check_against(student_masked_softmax, MASKED_SOFTMAX_REFERENCE, (uneven, causal), declared=MASKED_SOFTMAX)
     key_padding = np.array([[[True, True, True]], [[True, False, False]]])
     check_against(student_masked_softmax, MASKED_SOFTMAX_REFERENCE, (batch.astype(float), key_padding),
                   declared=MASKED_SOFTMAX)
