@@ -409,6 +409,16 @@ def merge_heads(x):
         },
         "multi_head_attention": {
             "wrong": {
+                "own softmax shifted by one maximum over every head": '''
+def multi_head_attention(X, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+    X = np.asarray(X)
+    q, k, v = (split_heads(X @ W, n_heads) for W in (W_Q, W_K, W_V))
+    scores = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    e = np.exp(scores - scores.max())
+    return merge_heads(e / e.sum(axis=-1, keepdims=True) @ v) @ W_O
+''',
                 "one attention over the full width, scaled by d_head": '''
 def multi_head_attention(X, W_Q, W_K, W_V, W_O, n_heads, mask=None):
     X = np.asarray(X)
@@ -432,6 +442,16 @@ def multi_head_attention(X, W_Q, W_K, W_V, W_O, n_heads, mask=None):
         },
         "grouped_query_attention": {
             "wrong": {
+                "own softmax shifted by one maximum over every head": '''
+def grouped_query_attention(q, k, v, mask=None):
+    group = q.shape[0] // k.shape[0]
+    k, v = np.repeat(k, group, axis=0), np.repeat(v, group, axis=0)
+    scores = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    e = np.exp(scores - scores.max())
+    return e / e.sum(axis=-1, keepdims=True) @ v
+''',
                 "one key/value head averaged from all of them": '''
 def grouped_query_attention(q, k, v, mask=None):
     k = np.broadcast_to(np.mean(k, axis=0), (q.shape[0],) + np.shape(k)[1:])

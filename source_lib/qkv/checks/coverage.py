@@ -61,9 +61,10 @@ COVERAGE = {
         "multi_head_attention": {"W_K: 2-D", "W_K: float32", "W_O: 2-D", "W_O: float32", "W_Q: 2-D", "W_Q: float32",
                                  "W_V: 2-D", "W_V: float32", "X: 2-D", "X: float32", "mask by keyword",
                                  "mask by position", "mask: 2-D", "mask: causal", "mask: other pattern"},
-        "grouped_query_attention": {"T_q != T_k", "k: 3-D", "k: float32", "mask by keyword", "mask by position",
-                                    "mask: 2-D", "mask: causal", "mask: other pattern", "q: 3-D", "q: float32",
-                                    "v: 3-D", "v: float32"},
+        "grouped_query_attention": {"T_q != T_k", "a slice spanning past exp's range", "k: 3-D", "k: float32",
+                                    "mask by keyword", "mask by position", "mask: 2-D", "mask: causal",
+                                    "mask: other pattern", "q: 3-D", "q: float32", "v: 3-D", "v: float32",
+                                    "values past exp's range"},
         "kv_cache_bytes_per_token": {"bytes_per_element by keyword", "config: a plain object with the attributes"},
     },
     "06-sinks": {

@@ -136,6 +136,17 @@ def mha_case(rng, T, d_model, n_heads, d_head):
     return X, W_Q, W_K, W_V, W_O, n_heads
 
 
+def uneven_mha_case(T, d_model, n_heads, d_head, top=1000.0):
+    """Fixed: head 0's scores are all near `top`, the other heads' near 0, so a softmax shifted by ONE maximum over
+    every head leaves the others at exp(-top) = 0 (0/0); each head's rows must be shifted by their own maximum."""
+    X, W_Q, W_K, W_V, W_O, n_heads = mha_case(np.random.default_rng(T * 100 + d_model), T, d_model, n_heads, d_head)
+    X[:, 0] = 1.0
+    W_Q[:, :d_head], W_K[:, :d_head] = 0.0, 0.0
+    W_Q[0, 0] = W_K[0, 0] = np.sqrt(top * np.sqrt(d_head))     # head 0 scores top + X[i, 1] * X[j, 1] / sqrt(d_head)
+    W_Q[1, 1] = W_K[1, 1] = 1.0
+    return X, W_Q, W_K, W_V, W_O, n_heads
+
+
 # Where d_model = n_heads * d_head, dividing by sqrt(d_model) or by sqrt(n_heads * d_head) is the same mistake;
 # a diagnosis made on such a case is confirmed on these, where the widths differ (and a mask matters).
 MHA_CONFIRMATIONS = [(mha_case(np.random.default_rng(51), 4, 10, 3, 4), {"mask": causal(4)}),
@@ -172,6 +183,7 @@ def multi_head_attention(student_mha):
     check_mha(student_mha, (*mha_case(rng, 3, 7, 2, 5), NOT_CAUSAL_3x3))  # a mask that is not causal, by position
     floats = tuple(a.astype(np.float32) for a in mha_case(rng, 5, 6, 3, 2)[:5])
     check_mha(student_mha, (*floats, 3), {"mask": causal(5)}, rtol=1e-3, atol=1e-4)  # float32 in, float32 out
+    check_mha(student_mha, uneven_mha_case(4, 6, 2, 3), {"mask": causal(4)})  # heads of very different size
     print("multi_head_attention: all visible checks passed.")
 
 
@@ -216,6 +228,14 @@ def gqa_case(rng, n_q, n_kv, T, d_head, T_k=None):
             rng.normal(size=(n_kv, T_k, d_head)))
 
 
+def uneven_gqa_case(n_q, n_kv, T, d_head, top=1000.0):
+    """Fixed: the query heads of key/value head 0 score near `top`, the others near 0 (one maximum over every head
+    leaves those at exp(-top) = 0: 0/0)."""
+    q, k, v = gqa_case(np.random.default_rng(n_q * 100 + T), n_q, n_kv, T, d_head)
+    q[: n_q // n_kv, :, 0], k[0, :, 0] = 20.0, top * np.sqrt(d_head) / 20.0
+    return q, k, v
+
+
 def grouped_query_attention(student_gqa):
     rng = np.random.default_rng(51)
     check_against(student_gqa, ref_heads.grouped_query_attention, gqa_case(rng, 4, 2, 3, 2),
@@ -232,6 +252,8 @@ def grouped_query_attention(student_gqa):
     floats = tuple(a.astype(np.float32) for a in gqa_case(rng, 6, 3, 5, 2))  # float32 in, float32 out
     check_against(student_gqa, ref_heads.grouped_query_attention, floats, {"mask": causal(5)},
                   rtol=1e-3, atol=1e-4, declared=GROUPED_QUERY_ATTENTION)
+    check_against(student_gqa, ref_heads.grouped_query_attention, uneven_gqa_case(4, 2, 3, 2), {"mask": causal(3)},
+                  declared=GROUPED_QUERY_ATTENTION)  # heads of very different size
     print("grouped_query_attention: all visible checks passed.")
 
 
