@@ -66,6 +66,20 @@ def hard_lookup(query, keys, values):
             },
         },
         "softmax": {
+            "wrong": {
+                "shifted by the mean of each slice": '''
+def softmax(x, axis=-1):
+    x = np.asarray(x, dtype=float)
+    e = np.exp(x - np.mean(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+''',
+                "shifted by the array's one maximum": '''
+def softmax(x, axis=-1):
+    x = np.asarray(x, dtype=float)
+    e = np.exp(x - np.max(x))
+    return e / np.sum(e, axis=axis, keepdims=True)
+''',
+            },
             "right": {
                 "log-sum-exp": '''
 def softmax(x, axis=-1):
