@@ -181,7 +181,7 @@ def multi_head_attention(student_mha):
     check_mha(student_mha, mha_case(rng, 3, 6, 1, 6), {"mask": causal(3)})
     check_mha(student_mha, mha_case(rng, 4, 10, 3, 4), {"mask": causal(4)})  # d_model != n_heads * d_head
     check_mha(student_mha, (*mha_case(rng, 3, 7, 2, 5), NOT_CAUSAL_3x3))  # a mask that is not causal, by position
-    floats = tuple(a.astype(np.float32) for a in mha_case(rng, 5, 6, 3, 2)[:5])
+    floats = tuple(a.astype(np.float32) for a in mha_case(rng, 5, 7, 3, 2)[:5])  # d_model 7 != 3 heads x 2
     check_mha(student_mha, (*floats, 3), {"mask": causal(5)}, rtol=1e-3, atol=1e-4)  # float32 in, float32 out
     check_mha(student_mha, uneven_mha_case(4, 6, 2, 3), {"mask": causal(4)})  # heads of very different size
     print("multi_head_attention: all visible checks passed.")
