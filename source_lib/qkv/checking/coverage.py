@@ -1,5 +1,5 @@
 """The kinds of input one call of a graded function receives, read from plain data: `kinds_of_call(fn, args, kwargs,
-result)`. A visible check declares, beside its calls, the kinds it covers (`COVERAGE` in qkv.checks.lessonNN), and
+result)`. The visible checks' kinds are written down beside them (`COVERAGE` in qkv.checks.coverage), and
 tests/test_check_coverage.py holds both layers to it: every kind a hidden test grades on is a kind the visible check
 shows, so an answer right only on easier inputs hears it from the visible check rather than as lost points.
 
@@ -75,7 +75,7 @@ def scalar_kinds(name, value):
     if isinstance(value, bool) or not isinstance(value, (float, np.number)):
         return set()
     if isinstance(value, np.number):
-        return {f"{name}: numpy {np.dtype(type(value)).kind == 'f' and 'float' or 'integer'}"}
+        return {f"{name}: numpy float" if np.dtype(type(value)).kind == "f" else f"{name}: numpy integer"}
     return {f"{name}: float"}
 
 
