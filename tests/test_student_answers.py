@@ -776,3 +776,23 @@ def test_an_unusual_right_answer_passes_the_visible_check_and_the_hidden_test(le
     for layer in _layers(lesson):
         with _quietly():
             getattr(layer, grade)(answer)
+
+
+def _lesson_variants():
+    """Every correct variant of the lessons' own tests (VARIANTS in tests/test_lessonNN.py), whose hidden tests they
+    are held to there."""
+    cases = []
+    for lesson in ANSWERS:
+        variants = importlib.import_module(f"test_lesson{lesson[:2]}").VARIANTS
+        cases += [pytest.param(lesson, grade, source, id=f"{lesson[:2]}:{grade}:{name}")
+                  for grade, styles in variants.items() for name, source in styles.items()]
+    return cases
+
+
+@pytest.mark.parametrize("lesson, grade, source", _lesson_variants())
+def test_every_correct_variant_of_the_lesson_tests_passes_the_visible_check(lesson, grade, source):
+    # a visible case that a right answer cannot pass (lesson 05's uneven GQA case refused a float32 answer by 1e-5)
+    # costs the student a correct exercise before grading even starts
+    visible, _ = _layers(lesson)
+    with _quietly():
+        getattr(visible, grade)(mutant(lesson, grade, source))

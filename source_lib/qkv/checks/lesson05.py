@@ -229,10 +229,12 @@ def gqa_case(rng, n_q, n_kv, T, d_head, T_k=None):
 
 
 def uneven_gqa_case(n_q, n_kv, T, d_head, top=1000.0):
-    """Fixed: the query heads of key/value head 0 score near `top`, the others near 0 (one maximum over every head
-    leaves those at exp(-top) = 0: 0/0)."""
+    """Fixed: the query heads of key/value head 0 score exactly `top` on every key, the others near 0 (one maximum
+    over every head leaves those at exp(-top) = 0: 0/0). Equal scores keep a correct float32 answer exact: scores
+    near 1000 that differ would carry float32's rounding (1e-4) into the weights."""
     q, k, v = gqa_case(np.random.default_rng(n_q * 100 + T), n_q, n_kv, T, d_head)
-    q[: n_q // n_kv, :, 0], k[0, :, 0] = 20.0, top * np.sqrt(d_head) / 20.0
+    q[: n_q // n_kv], k[0, :, 0] = 0.0, top * np.sqrt(d_head) / 20.0
+    q[: n_q // n_kv, :, 0] = 20.0
     return q, k, v
 
 
