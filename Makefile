@@ -95,7 +95,7 @@ sandbox:
 #   make grade LESSON=01-lookup [SUBMISSIONS=export.zip|folder] [JOBS=n] [SCHEDULER=tls://host:8786] [FORCE=1]
 # A tcp:// SCHEDULER (no authentication: anyone reaching its port can join) is refused unless INSECURE_SCHEDULER=1.
 # Not `install`, whose `model` runs its two commands every time: the grader checks the model and its results by
-# their stamps and builds only what is missing (grade_class.prepare_model), so after `make install` it starts at once.
+# their stamps and builds only what is missing (qkv_autograde/startup.py), so after `make install` it starts at once.
 grade: $(VENV)/.installed
 	@test -n "$(LESSON)" || { echo "usage: make grade LESSON=01-lookup [SUBMISSIONS=...] [ALLOW_OLDER=1] [JOBS=n] [SCHEDULER=...]"; exit 2; }
 	cd autograde && $(PY) -m qkv_autograde $(LESSON) $(if $(SUBMISSIONS),--submissions "$(abspath $(SUBMISSIONS))") \

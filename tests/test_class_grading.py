@@ -262,20 +262,20 @@ def test_make_grade_does_not_run_the_model_build_each_time():
 def test_prepare_model_takes_the_stamp_path_and_builds_only_what_is_missing(monkeypatch):
     from qkv import fill_model_cache
 
-    from qkv_autograde import grade_class
+    from qkv_autograde import startup
 
     built = []
-    monkeypatch.setattr(grade_class.subprocess, "run", lambda command, **kwargs: built.append(command[2:]) or
+    monkeypatch.setattr(startup.subprocess, "run", lambda command, **kwargs: built.append(command[2:]) or
                         subprocess.CompletedProcess(command, 0))
     monkeypatch.setattr(fill_model_cache, "model_ready", lambda: True)
     monkeypatch.setattr(fill_model_cache, "stale", lambda lessons: [])
-    assert grade_class.prepare_model("05-heads") == [] and built == []
-    assert grade_class.prepare_model(LESSON) == [] and built == []   # lesson 01 runs no model: nothing checked
+    assert startup.prepare_model("05-heads") == [] and built == []
+    assert startup.prepare_model(LESSON) == [] and built == []   # lesson 01 runs no model: nothing checked
     monkeypatch.setattr(fill_model_cache, "model_ready", lambda: False)
     monkeypatch.setattr(fill_model_cache, "stale", lambda lessons: [(lessons[0], 2)])
-    assert grade_class.prepare_model("06-sinks") == ["the model", "the results of 06-sinks at 2 BLAS thread(s)"]
+    assert startup.prepare_model("06-sinks") == ["the model", "the results of 06-sinks at 2 BLAS thread(s)"]
     assert built == [["qkv.model"], ["qkv.fill_model_cache", "06-sinks"]]
-    said = grade_class.Startup(1.25, True, []).said()
+    said = startup.Startup(1.25, True, []).said()
     assert said == "start-up 1.2 s: the model and its results checked, not rebuilt"
 
 

@@ -3,9 +3,10 @@
     python -m qkv_autograde LESSON [--submissions export.zip|folder] [--jobs N] [--scheduler tls://HOST:8786] [--force]
 
 run in autograde/ (make grade does that). Steps: collect an LMS export into submitted/ (intake.py, with nbgrader's
-zip_collect), grade every pending submission in parallel (parallel.py; locally one worker per core, or on a Dask
-cluster with --scheduler or $DASK_SCHEDULER, on TLS with the course's certificates: cluster_security.py), write
-feedback, export grades.csv, and write the anomaly report and the item analysis. Rerunning grades only what is
+zip_collect), check the model a lesson runs and its results (startup.py), grade every pending submission in
+parallel (parallel.py; locally one worker per core, or on a Dask cluster with --scheduler or $DASK_SCHEDULER, on TLS
+with the course's certificates: cluster_security.py), write feedback, export grades.csv, and write the anomaly
+report and the item analysis. Rerunning grades only what is
 missing or half-done; a finished class is a no-op without --force. Feedback and the export run nbgrader's own
 code in processes already running (feedback.py), not as commands.
 """
@@ -16,10 +17,8 @@ import multiprocessing
 import os
 import shutil
 import sys
-import subprocess
 import threading
 import time
-import typing
 import warnings
 
 import nbformat
@@ -30,13 +29,10 @@ from qkv import threads
 from . import feedback as feedback_pages
 from . import lms_feedback
 from . import bulk_grading, cluster_security, exports, intake, item_analysis, late, parallel, report, submissions
-from . import STARTED
 from .converter import completely_graded, ensure_in_gradebook
+from .startup import COMMAND_STARTED, Startup, prepare_model
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# the start-up is measured from the command's start (the package's import) at the first grade() of a process, then
-# from the call (a process that grades several lessons)
-COMMAND_STARTED = [STARTED]
 
 
 def default_jobs():
@@ -336,42 +332,6 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
     bundles, _ = lms_feedback.write(app.coursedir, lesson, HERE)  # the pages, named for the LMS's bulk upload
     return summary(lesson, bar.total, workers.where, notes, failed_feedback, items, time.monotonic() - started, out,
                    bundles, startup)
-
-
-class Startup(typing.NamedTuple):
-    """What make grade did before grading: its seconds (from the command's start to its workers started, or to
-    knowing there is nothing to grade; the export's collection aside), whether the lesson runs SmolLM2, and what
-    prepare_model built."""
-    seconds: float
-    uses_model: bool
-    built: list
-
-    def said(self):
-        model = ("" if not self.uses_model else f": built {', '.join(self.built)}" if self.built
-                 else ": the model and its results checked, not rebuilt")
-        return f"start-up {self.seconds:.1f} s{model}"
-
-
-def prepare_model(lesson):
-    """What grading `lesson` needs of `make install`: nothing for a lesson without SmolLM2; else the model and its
-    results cache, checked by their stamps (fill_model_cache.model_ready and .stale: nothing hashed or loaded) and
-    built only when missing or out of date, by the commands `make model` runs, in processes of their own (this one
-    must stay free of threads to fork its workers). Returns what was built: [] when all was in place."""
-    if not parallel.uses_model(lesson):
-        return []
-    from qkv import fill_model_cache
-
-    built = []
-    if not fill_model_cache.model_ready():
-        if subprocess.run([sys.executable, "-m", "qkv.model"]).returncode != 0:
-            raise SystemExit(f"qkv grader: {lesson} runs SmolLM2, which could not be prepared (`python -m qkv.model` "
-                             f"failed, above); nothing was graded: run `make model`, then grade again")
-        built.append("the model")
-    stale = fill_model_cache.stale((lesson,))
-    if stale:
-        subprocess.run([sys.executable, "-m", "qkv.fill_model_cache", lesson], check=True)
-        built.append(f"the results of {lesson} at " + ", ".join(f"{count} BLAS thread(s)" for _, count in stale))
-    return built
 
 
 def summary(lesson, graded, where, notes, failed_feedback, items, seconds, out, bundles=(), startup=None):
