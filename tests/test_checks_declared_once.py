@@ -31,7 +31,16 @@ def _calls(path, *function_names):
                 yield node
 
 
-def _problems(path, hidden):
+def checks_modules_bound(path, number):
+    """The names a hidden test binds to its lesson's qkv.checks modules, where its declarations are read:
+    `from qkv.checks import lesson07 as visible, lesson07_chunked as chunked` gives {"visible", "chunked"}."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return {alias.asname or alias.name for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module == "qkv.checks" for alias in node.names
+            if alias.name == f"lesson{number}" or alias.name.startswith(f"lesson{number}_")}
+
+
+def _problems(path, hidden, declarers=("visible",)):
     problems = []
     for node in _calls(path, "dict"):
         settings = {keyword.arg for keyword in node.keywords} & DECLARED_ONLY
@@ -52,17 +61,20 @@ def _problems(path, hidden):
         declared = keywords.get("declared")
         if hidden and declared is not None and not (
                 isinstance(declared, ast.Attribute) and isinstance(declared.value, ast.Name)
-                and declared.value.id == "visible"):
+                and declared.value.id in declarers):
             problems.append(f"line {node.lineno}: the hidden test's declaration is not visible.<NAME> "
-                            f"(the lesson's qkv.checks module)")
+                            f"(one of the lesson's qkv.checks modules)")
     return problems
 
 
 @pytest.mark.parametrize("number", [lesson.number for lesson in LESSONS])
 def test_each_graded_check_is_declared_once_and_both_layers_read_it(number):
-    visible, hidden = VISIBLE / f"lesson{number}.py", HIDDEN / f"lesson{number}.py"
-    problems = [f"{visible.name} (visible) {p}" for p in _problems(visible, hidden=False)]
-    problems += [f"qkv_grading/{hidden.name} (hidden) {p}" for p in _problems(hidden, hidden=True)]
+    # the lesson's checks module and its companions split off by job (lesson07_chunked, lesson06_ablation, ...)
+    visible = [VISIBLE / f"lesson{number}.py", *sorted(VISIBLE.glob(f"lesson{number}_*.py"))]
+    hidden = HIDDEN / f"lesson{number}.py"
+    problems = [f"{path.name} (visible) {p}" for path in visible for p in _problems(path, hidden=False)]
+    problems += [f"qkv_grading/{hidden.name} (hidden) {p}"
+                 for p in _problems(hidden, hidden=True, declarers=checks_modules_bound(hidden, number))]
     assert not problems, "\n".join(problems)
 
 
@@ -78,3 +90,15 @@ def test_the_reader_finds_a_second_declaration_and_a_splatted_dict(tmp_path):
     found = _problems(source, hidden=True)
     assert [p.split(":")[0] for p in found] == ["line 2", "line 3", "line 3", "line 4", "line 4", "line 6", "line 7",
                                                 "line 7"], found
+
+
+def test_a_hidden_test_may_read_declarations_from_its_lessons_companion_modules_only(tmp_path):
+    source = tmp_path / "lesson98.py"
+    source.write_text("from qkv.checks import lesson98 as visible, lesson98_chunked as chunked, lesson97_x as other\n"
+                      "def f(s):\n"
+                      "    check_against(s, ref.f, (1,), declared=visible.F)\n"
+                      "    check_against(s, ref.f, (2,), declared=chunked.G)\n"
+                      "    check_against(s, ref.f, (3,), declared=other.H)\n")
+    assert checks_modules_bound(source, "98") == {"visible", "chunked"}
+    found = _problems(source, hidden=True, declarers=checks_modules_bound(source, "98"))
+    assert [p.split(":")[0] for p in found] == ["line 5"], found

@@ -154,7 +154,7 @@ def twin_gqa_by_mistake_engine(q, k, v, mask=None):
     "06": ("", {}),
     "07": ('''
 import qkv.attention
-import qkv.checks.lesson07
+import qkv.checks.lesson07_chunked
 import qkv.cost
 import qkv.heads
 import qkv.masking
@@ -189,7 +189,7 @@ def twin_chunked_attention_by_online_update(Q, K, V, chunk):
 
 def twin_causal_chunked_attention_by_mistake_engine(Q, K, V, chunk):
     # lesson 07's own catalogue: its engine with no mistake switched on
-    return (qkv.checks.lesson07._online(Q, K, V, chunk, causal=True),
+    return (qkv.checks.lesson07_chunked._online(Q, K, V, chunk, causal=True),
             qkv.cost.causal_block_counts(len(Q), chunk)[0])
 ''', {"twin_attention_step_by_gqa": "attention_step",
       "twin_chunked_attention_by_full_attention": "chunked_attention",

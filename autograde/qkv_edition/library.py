@@ -59,7 +59,7 @@ TWINS = {
     "06-sinks": ("qkv.checks.lesson06._norms", "qkv.checks.lesson06._window", "qkv.checks.lesson06._induction",
                  # the diagonal and previous-token scores: each exercise's catalogue holds the other's answer
                  "qkv.checks.lesson06._offset_score"),
-    "07-cost": ("qkv.checks.lesson07._step", "qkv.checks.lesson07._appended", "qkv.checks.lesson07._online"),
+    "07-cost": ("qkv.checks.lesson07._step", "qkv.checks.lesson07._appended", "qkv.checks.lesson07_chunked._online"),
 }
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from qkv import masking, probes
 from qkv.checking import check_against, check_boolean, seal
-from qkv.checks import lesson04 as visible
+from qkv.checks import lesson04 as visible, lesson04_probe as probe_checks
 from qkv_grading import answer_of, distinct_sizes, fresh_rng
 
 # withheld from the student's kernel while this lesson is graded: each computes a graded answer
@@ -177,21 +177,21 @@ def dependence_matrix(student_probe):
     rng = fresh_rng()
     X, mix, readout = READOUT_FIXED
     fixed = functools.partial(probes.mixed_readout, mix=mix, readout=readout, ignored=[0])
-    visible.check_dependence(student_probe, fixed, X)
+    probe_checks.check_dependence(student_probe, fixed, X)
     # fixed: every output near 0 with dependences of 1e-4 below tol, then outputs near 1e3 whose dependences of 1e-5
     # still move them by 1e-5 > tol: a tolerance relative to the outputs (np.allclose) misses one side
     weak = functools.partial(probes.mixed_readout, mix=np.where(mix > 0, 1.0, 1e-4), readout=-readout)
-    visible.check_dependence(student_probe, weak, np.zeros_like(X), delta=1e-3, tol=1e-5)
+    probe_checks.check_dependence(student_probe, weak, np.zeros_like(X), delta=1e-3, tol=1e-5)
     faint = functools.partial(probes.mixed_readout, mix=np.where(mix > 0, 1.0, 1e-5), readout=readout)
-    visible.check_dependence(student_probe, faint, X - 600.0)
+    probe_checks.check_dependence(student_probe, faint, X - 600.0)
     T, d_in = distinct_sizes(rng, 2, 3, 9)
     X, targets = _readout_targets(rng, T, d_in)
     for args, kwargs in targets:
-        visible.check_dependence(student_probe, *args, **kwargs)
+        probe_checks.check_dependence(student_probe, *args, **kwargs)
     for T, d_model in [(int(rng.integers(4, 9)), 6), (1, 4)]:
         X, targets = _attention_targets(rng, T, d_model)
         for attend in targets:
-            visible.check_dependence(student_probe, attend, X)
+            probe_checks.check_dependence(student_probe, attend, X)
 
 
 ANSWERS = {

@@ -4,7 +4,7 @@ longer than the sequence, groupings where np.tile and np.repeat differ, a cache 
 import numpy as np
 
 from qkv import cost as ref_cost
-from qkv.checks import lesson07 as visible
+from qkv.checks import lesson07 as visible, lesson07_chunked as chunked
 from qkv.checking import check_against, seal
 from qkv_grading import answer_of, fresh_rng
 
@@ -82,23 +82,23 @@ def chunked_attention(student_chunked):
     for chunk in (1, 4 if n_k % 4 else 5, 3 if n_k % 3 == 0 else 2, n_k, n_k + 3):
         check_against(student_chunked, ref_cost.chunked_attention,
                       (*visible.chunked_case(rng, int(rng.integers(2, 6)), n_k, 4, 3, rising=True), chunk),
-                      declared=visible.CHUNKED_ATTENTION)
+                      declared=chunked.CHUNKED_ATTENTION)
     # a falling max (the first chunk holds the largest scores) and large scores that would overflow a plain exp
     Q, K, V = visible.chunked_case(rng, 3, 11, 4, 2, rising=True)
     check_against(student_chunked, ref_cost.chunked_attention, (Q, K[::-1].copy(), V, 3),
-                  declared=visible.CHUNKED_ATTENTION)
+                  declared=chunked.CHUNKED_ATTENTION)
     check_against(student_chunked, ref_cost.chunked_attention,
                   (*visible.overflow_case(rng, int(rng.integers(2, 6)), n_k, 4, 3, top=float(rng.uniform(800, 3000))),
-                   int(rng.integers(2, 5))), declared=visible.CHUNKED_ATTENTION_OVERFLOW)
+                   int(rng.integers(2, 5))), declared=chunked.CHUNKED_ATTENTION_OVERFLOW)
     check_against(student_chunked, ref_cost.chunked_attention,
                   (*visible.chunked_case(rng, 3, 10, 4, 2, spread=300.0), 4),
-                  declared=visible.CHUNKED_ATTENTION_OVERFLOW)
+                  declared=chunked.CHUNKED_ATTENTION_OVERFLOW)
     Q, K, V = (a.astype(np.float32) for a in visible.chunked_case(rng, 4, 13, 8, 8, rising=True))
-    check_against(student_chunked, ref_cost.chunked_attention, (Q, K, V, 5), declared=visible.CHUNKED_ATTENTION,
+    check_against(student_chunked, ref_cost.chunked_attention, (Q, K, V, 5), declared=chunked.CHUNKED_ATTENTION,
                   rtol=1e-4, atol=1e-5)
     # fixed: rows whose every score is far below 0 (a running max started at 0 underflows them to 0/0)
     check_against(student_chunked, ref_cost.chunked_attention, (*visible.sunken_case(4, 10, 3, 5, depth=800.0), 4),
-                  declared=visible.CHUNKED_ATTENTION)
+                  declared=chunked.CHUNKED_ATTENTION)
     # few queries, many keys: a chunk of queries against every key is the whole [n_q, n_k] matrix
     chunk = int(rng.choice([32, 64]))
     visible.memory_of_chunked(student_chunked, n_q=int(rng.integers(24, chunk + 1)), chunk=chunk,
@@ -110,19 +110,19 @@ def causal_chunked_attention(student_causal):
     T = int(rng.integers(9, 15))
     for chunk in (1, 4 if T % 4 else 5, 3 if T % 3 == 0 else 2, T, T + 2):
         check_against(student_causal, ref_cost.causal_chunked_attention, (*visible.causal_case(rng, T, 4, 3), chunk),
-                      declared=visible.CAUSAL_CHUNKED_ATTENTION)
+                      declared=chunked.CAUSAL_CHUNKED_ATTENTION)
     check_against(student_causal, ref_cost.causal_chunked_attention,
                   (*visible.overflow_case(rng, T, T, 4, 3, top=float(rng.uniform(800, 3000))), int(rng.integers(2, 5))),
-                  declared=visible.CAUSAL_CHUNKED_ATTENTION_OVERFLOW)
+                  declared=chunked.CAUSAL_CHUNKED_ATTENTION_OVERFLOW)
     check_against(student_causal, ref_cost.causal_chunked_attention,
                   (*visible.causal_case(rng, 10, 4, 2, spread=300.0), 3),
-                  declared=visible.CAUSAL_CHUNKED_ATTENTION_OVERFLOW)
+                  declared=chunked.CAUSAL_CHUNKED_ATTENTION_OVERFLOW)
     Q, K, V = (a.astype(np.float32) for a in visible.causal_case(rng, 11, 8, 8))
     check_against(student_causal, ref_cost.causal_chunked_attention, (Q, K, V, 4),
-                  declared=visible.CAUSAL_CHUNKED_ATTENTION, rtol=1e-4, atol=1e-5)
+                  declared=chunked.CAUSAL_CHUNKED_ATTENTION, rtol=1e-4, atol=1e-5)
     # fixed: rows whose every score is far below 0 (a running max started at 0 underflows them to 0/0)
     check_against(student_causal, ref_cost.causal_chunked_attention,
-                  (*visible.sunken_case(10, 10, 3, 5, depth=800.0), 4), declared=visible.CAUSAL_CHUNKED_ATTENTION)
+                  (*visible.sunken_case(10, 10, 3, 5, depth=800.0), 4), declared=chunked.CAUSAL_CHUNKED_ATTENTION)
     visible.memory_of_causal(student_causal, chunk=int(rng.choice([32, 64])), seed=int(rng.integers(2**31)))
 
 
