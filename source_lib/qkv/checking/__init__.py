@@ -14,7 +14,9 @@ instructor's hidden tests are both thin layers over `check_against`. One module 
 - compare: `check_against` and `check_boolean`, read from a `Check` declaration, and `close`;
 - diagnosis: naming a known mistake only when it is certain, on `Probes`;
 - questions: self-check answers (`answered_choice`, `answered_number`, `is_right`, `expect_answer`);
-- display: a Hint shown in a notebook as one sentence.
+- display: a Hint shown in a notebook as one sentence;
+- coverage: the kinds of input one call shows (`kinds_of_call`), which the visible checks must share with the hidden
+  tests (qkv.checks.coverage).
 """
 import sys
 
@@ -30,6 +32,7 @@ from qkv.checking.compare import (SINGLE_PRECISION_SLACK, Check, before_check, c
 from qkv.checking.questions import (SELF_STUDY_VARIABLE, answer_key, answer_key_folder, answer_tolerance,  # noqa: F401
                                     answered_choice, answered_number, expect_answer, is_right, self_study)
 from qkv.checking.display import install_short_hints
+from qkv.checking import coverage  # noqa: F401  (imported here so that it is sealed with the rest, below)
 
 # the private names tests used when this package was one module (tests/test_diagnosis.py, test_self_study.py)
 _Probes, _certain_diagnosis, _answer_key, _answer_key_folder = Probes, certain_diagnosis, answer_key, answer_key_folder
