@@ -95,7 +95,7 @@ sandbox:
 #   make grade LESSON=01-lookup [SUBMISSIONS=export.zip|folder] [JOBS=n] [SCHEDULER=tls://host:8786] [FORCE=1]
 # A tcp:// SCHEDULER (no authentication: anyone reaching its port can join) is refused unless INSECURE_SCHEDULER=1.
 # Not `install`, whose `model` runs its two commands every time: the grader checks the model and its results by
-# their stamps and builds only what is missing (qkv_autograde/startup.py), so after `make install` it starts at once.
+# their stamps and builds only what is missing (qkv_autograde/grading/startup.py), so after `make install` it starts at once.
 grade: $(VENV)/.installed
 	@test -n "$(LESSON)" || { echo "usage: make grade LESSON=01-lookup [SUBMISSIONS=...] [ALLOW_OLDER=1] [JOBS=n] [SCHEDULER=...]"; exit 2; }
 	cd autograde && $(PY) -m qkv_autograde $(LESSON) $(if $(SUBMISSIONS),--submissions "$(abspath $(SUBMISSIONS))") \
@@ -105,7 +105,7 @@ grade: $(VENV)/.installed
 # Instructors: the course's Dask CA and the scheduler's, workers' and grader's certificates (mutual TLS), into
 # autograde/cluster/ (git-ignored; README, "Thousands of students"). FORCE=1 replaces them, locking out the old ones.
 cluster-certificates: $(VENV)/.installed
-	cd autograde && $(PY) -m qkv_autograde.cluster_security $(if $(FORCE),--force)
+	cd autograde && $(PY) -m qkv_autograde.grading.cluster_security $(if $(FORCE),--force)
 
 # nbgrader's exchange, for a class that hands in through JupyterHub's Assignments tab instead of an LMS: one folder
 # every student can write to, the sticky bit so nobody removes another's files (nbgrader's own set-up advice).

@@ -40,12 +40,12 @@ import nbgrader.apps.autogradeapp  # noqa: E402
 import nbgrader.apps.generatefeedbackapp  # noqa: E402
 from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds, IgnorePattern,  # noqa: E402
                                     LimitOutput, OverwriteKernelspec)
-from qkv_autograde.converter import QkvAutograde  # noqa: E402
-from qkv_autograde.hand_scores import SaveAutoGradesAndHandScores  # noqa: E402
-from qkv_autograde.late import AssignLatePenaltiesHonouringTheLmsMark  # noqa: E402
-from qkv_autograde.preprocessors import (RecordAnomalies, RecoverMetadata, RestoreLockedCells,  # noqa: E402
-                                         SandboxedExecute)
-from qkv_autograde.feedback import QkvGenerateFeedback  # noqa: E402
+from qkv_autograde.grading.converter import QkvAutograde  # noqa: E402
+from qkv_autograde.reports.hand_scores import SaveAutoGradesAndHandScores  # noqa: E402
+from qkv_autograde.intake.late import AssignLatePenaltiesHonouringTheLmsMark  # noqa: E402
+from qkv_autograde.grading.preprocessors import (RecordAnomalies, RecoverMetadata, RestoreLockedCells,  # noqa: E402
+                                                 SandboxedExecute)
+from qkv_autograde.reports.feedback import QkvGenerateFeedback  # noqa: E402
 
 
 def use_the_courses_converters():
@@ -66,7 +66,7 @@ c.Autograde.sanitize_preprocessors = [RecoverMetadata, ClearOutput, DeduplicateI
                                       RestoreLockedCells, CheckCellMetadata]
 # SaveAutoGradesAndHandScores: nbgrader's SaveAutoGrades, and a hand score whose answer changed is flagged for review;
 # AssignLatePenaltiesHonouringTheLmsMark: nbgrader's AssignLatePenalties, which also penalises Canvas's late mark
-# (no time), except for a student with an extension (qkv_autograde/late.py)
+# (no time), except for a student with an extension (qkv_autograde/intake/late.py)
 c.Autograde.autograde_preprocessors = [SandboxedExecute, IgnorePattern, LimitOutput, SaveAutoGradesAndHandScores,
                                        AssignLatePenaltiesHonouringTheLmsMark, CheckCellMetadata, RecordAnomalies]
 # Late work (README, "Late work"): no penalty unless set here, on both routes (make grade from an LMS export, and
@@ -79,14 +79,14 @@ c.Autograde.autograde_preprocessors = [SandboxedExecute, IgnorePattern, LimitOut
 # gradebook export from Canvas); given here once per lesson, it heads that lesson's column of canvas-grades.csv:
 #   c.CanvasGrades.assignment_headers = {"01-lookup": "Lesson 1: lookup (123456)"}
 # `nbgrader zip_collect` (and `make grade SUBMISSIONS=export.zip`) unpacks LMS exports safely and knows their
-# file names (qkv_autograde/collector.py documents the patterns)
-from qkv_autograde.collector import SubmissionCollector  # noqa: E402
-from qkv_autograde.extractor import SafeExtractor  # noqa: E402
+# file names (qkv_autograde/intake/collector.py documents the patterns)
+from qkv_autograde.intake.collector import SubmissionCollector  # noqa: E402
+from qkv_autograde.intake.extractor import SafeExtractor  # noqa: E402
 c.ZipCollectApp.extractor_plugin = SafeExtractor
 c.ZipCollectApp.collector_plugin = SubmissionCollector
 # `nbgrader export` (and make grade) writes grades.csv with csv quoting and spreadsheet-safe cells, an empty score
-# for a student who handed nothing in (qkv_autograde/exports.py)
-from qkv_autograde.exports import GradesCsvExport  # noqa: E402
+# for a student who handed nothing in (qkv_autograde/reports/exports.py)
+from qkv_autograde.reports.exports import GradesCsvExport  # noqa: E402
 c.ExportApp.plugin_class = GradesCsvExport
 
 # One wall-clock budget per notebook (the model lessons run a 135M-parameter forward pass on 2 cores), a cap per
@@ -108,7 +108,7 @@ c.IgnorePattern.pattern = (r"Matplotlib is building the font cache|Widget Javasc
 
 # Feedback pages: nbgrader's feedback template, rendered without nbconvert's BeautifulSoup pass, which costs more
 # than the rendering itself and, for this classic template, only adds alt texts (done directly instead).
-from qkv_autograde.feedback_html import FeedbackExporter, TEMPLATES  # noqa: E402
+from qkv_autograde.reports.feedback_html import FeedbackExporter, TEMPLATES  # noqa: E402
 c.GenerateFeedback.exporter_class = FeedbackExporter
 # ...with the course's template: nbgrader's feedback page with each test named in its table of contents. The
 # course's templates come first for formgrader too, which loads MathJax from the Jupyter server; a feedback page
@@ -117,5 +117,5 @@ c.FeedbackExporter.template_name = "qkv_feedback"
 c.HTMLExporter.extra_template_basedirs = [TEMPLATES, os.path.join(
     os.path.dirname(nbgrader.apps.autogradeapp.__file__), "..", "server_extensions", "formgrader", "templates")]
 # `nbgrader release_feedback` releases the pages of students who handed in through the exchange, and names the others
-from qkv_autograde.feedback import ReleaseFeedbackOfExchangeSubmissions  # noqa: E402
+from qkv_autograde.reports.feedback import ReleaseFeedbackOfExchangeSubmissions  # noqa: E402
 c.ExchangeFactory.release_feedback = ReleaseFeedbackOfExchangeSubmissions

@@ -90,7 +90,7 @@ def parallel(lesson, n, jobs):
     with tempfile.TemporaryDirectory() as tmp:
         instructor = a_class(tmp, lesson, n)
         started = time.perf_counter()
-        script = ("import json, sys\nfrom qkv_autograde.grade_class import grade\n"
+        script = ("import json, sys\nfrom qkv_autograde.grading.grade_class import grade\n"
                   f"r = grade({lesson!r}, jobs={jobs})\n"
                   "print('MEASURED', json.dumps(r['measurements']))")
         done = subprocess.run([sys.executable, "-c", script], cwd=instructor, env=ENV, capture_output=True, text=True,

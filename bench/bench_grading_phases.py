@@ -22,7 +22,7 @@ from bench_class_grading import BIN, ENV, a_class
 # grade() calls for it: feedback() and the export (feedback.export_grades()).
 TIMED_RUN = """
 import json, sys, time
-from qkv_autograde import grade_class
+from qkv_autograde.grading import grade_class
 
 seconds = {}
 

@@ -1,5 +1,6 @@
-"""What make grade's coordinator changes in its own process (qkv_autograde.bulk_grading): the gradebook it writes is the
-one nbgrader would write, with less asked of sqlite on the way. Run in a child process: enable() is for good."""
+"""What make grade's coordinator changes in its own process (qkv_autograde.grading.bulk_grading): the gradebook it
+writes is the one nbgrader would write, with less asked of sqlite on the way. Run in a child process:
+enable() is for good."""
 import json
 import os
 import subprocess
@@ -9,7 +10,7 @@ from lessons import ROOT
 
 CHILD = r'''
 import json, os, sys
-from qkv_autograde import bulk_grading
+from qkv_autograde.grading import bulk_grading
 from nbgrader.api import Gradebook
 from sqlalchemy import event
 from sqlalchemy.engine import Engine

@@ -15,7 +15,8 @@ import pytest
 from lessons import ROOT, copy_course, hand_in, solved_release
 
 sys.path.insert(0, str(ROOT / "autograde"))
-from qkv_autograde import preprocessors, sandbox  # noqa: E402
+from qkv_autograde.grading import preprocessors  # noqa: E402
+from qkv_autograde.kernels import sandbox  # noqa: E402
 
 LESSON = "01-lookup"
 BIN = pathlib.Path(sys.executable).parent
@@ -118,7 +119,7 @@ def test_dask_cluster_grades_equal_sequential_grades(sequential, tmp_path):
         "    sys.path.insert(0, os.getcwd())\n"
         "    os.environ['PYTHONPATH'] = os.getcwd() + os.pathsep + os.environ.get('PYTHONPATH', '')\n"
         "    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:\n"
-        "        from qkv_autograde.grade_class import main\n"
+        "        from qkv_autograde.grading.grade_class import main\n"
         f"        main([{LESSON!r}, '--scheduler', cluster.scheduler_address])\n")
     # a LocalCluster on loopback speaks plain TCP: opted out by name (test_dask_cluster grades on README's TLS cluster)
     done = subprocess.run([sys.executable, "-c", script], cwd=instructor, env=dict(env(), INSECURE_SCHEDULER="1"),
@@ -216,7 +217,7 @@ def test_feedback_pages_are_nbconverts_pages_without_the_reserialization(small_c
                            "--CourseDirectory.feedback_directory=htmlexporter-feedback",
                            # nbconvert's HTMLExporter page, with the course's template and inert student content
                            "--GenerateFeedback.exporter_class="
-                           "qkv_autograde.feedback_html.ReserializedFeedbackExporter"],
+                           "qkv_autograde.reports.feedback_html.ReserializedFeedbackExporter"],
                           cwd=small_class, env=env(), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     ours = files_under(small_class / "feedback")
@@ -238,7 +239,7 @@ def test_feedback_that_fails_is_reported_per_student(small_class, tmp_path):
     shutil.copytree(small_class.parent, course)
     instructor = course / "autograde"
     (instructor / "autograded" / "bo" / LESSON / f"{LESSON}.ipynb").write_text("{ not a notebook")
-    script = ("from qkv_autograde.feedback import generate\n"
+    script = ("from qkv_autograde.reports.feedback import generate\n"
               f"print('FAILED', generate({LESSON!r}, ['ada', 'bo'], True))\n")
     done = subprocess.run([sys.executable, "-c", script], cwd=instructor, env=env(), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -262,7 +263,7 @@ def test_make_grade_does_not_run_the_model_build_each_time():
 def test_prepare_model_takes_the_stamp_path_and_builds_only_what_is_missing(monkeypatch):
     from qkv import fill_model_cache
 
-    from qkv_autograde import startup
+    from qkv_autograde.grading import startup
 
     built = []
     monkeypatch.setattr(startup.subprocess, "run", lambda command, **kwargs: built.append(command[2:]) or
@@ -283,7 +284,7 @@ def test_workers_start_only_when_there_is_something_to_grade():
     """A class with nothing new starts no worker (each would fork and warm up for nothing)."""
     from types import SimpleNamespace
 
-    from qkv_autograde import grade_class
+    from qkv_autograde.grading import grade_class
 
     log = []
     workers = grade_class.WhenNeeded(lambda: log.append("started") or SimpleNamespace(

@@ -1,6 +1,6 @@
-"""From an LMS export to nbgrader's submitted/ (autograde/qkv_autograde/intake.py): Canvas, Blackboard, Moodle and
-plain-folder names, zips inside the zip, duplicates (newest wins), stray files, and entries that try to leave the
-course. Every odd case is a named report entry; nothing is ever written outside the course."""
+"""From an LMS export to nbgrader's submitted/ (autograde/qkv_autograde/intake/lms_export.py): Canvas, Blackboard,
+Moodle and plain-folder names, zips inside the zip, duplicates (newest wins), stray files, and entries that try to
+leave the course. Every odd case is a named report entry; nothing is ever written outside the course."""
 import hashlib
 import io
 import json
@@ -16,8 +16,8 @@ import pytest
 from lessons import ROOT
 
 sys.path.insert(0, str(ROOT / "autograde"))
-from qkv_autograde import extractor, intake, lms_names  # noqa: E402
-from qkv_autograde.collector import SubmissionCollector  # noqa: E402
+from qkv_autograde.intake import extractor, lms_export, lms_names  # noqa: E402
+from qkv_autograde.intake.collector import SubmissionCollector  # noqa: E402
 
 LESSON = "01-lookup"
 
@@ -101,7 +101,7 @@ def test_canvas_names_are_collected_under_the_released_name(course, tmp_path):
         entry("bob_late_22222_33333_01-lookup.ipynb"),
         entry("carol_44444_55555_01-lookup-1.ipynb"),  # Canvas's mark of a resubmission
     ])
-    notes = intake.collect(export, course, LESSON)
+    notes = lms_export.collect(export, course, LESSON)
     # the student id is Canvas's user id; the name is kept for display
     assert submitted(course, "12345") == [f"{LESSON}.ipynb"]
     assert submitted(course, "22222") == [f"{LESSON}.ipynb"]
@@ -131,7 +131,7 @@ def test_canvas_resubmission_numbers_are_the_same_notebook_and_the_highest_is_ke
         entry("dave_4_40_work/01-lookup-1.ipynb"),
         entry("erin_5_50_scratch-1.ipynb"),
     ])
-    notes = intake.collect(export, course, LESSON)
+    notes = lms_export.collect(export, course, LESSON)
     assert tag_of(course / "submitted" / "1" / LESSON / f"{LESSON}.ipynb") == "answer = 'alice_1_11_01-lookup-2.ipynb'"
     assert names(notes, "1") == ["duplicate submission"]
     assert "kept the newest, alice_1_11_01-lookup-2.ipynb" in next(n["detail"] for n in notes if n["student"] == "1")
@@ -146,7 +146,7 @@ def test_plain_student_folders_and_a_zip_of_submitted_are_collected(course, tmp_
         entry("export/bob/01-lookup/01-lookup.ipynb"),
         entry("submitted/carol/01-lookup/01-lookup.ipynb"),
     ])
-    notes = intake.collect(export, course, LESSON)
+    notes = lms_export.collect(export, course, LESSON)
     for student in ("alice", "bob", "carol"):
         assert submitted(course, student) == [f"{LESSON}.ipynb"], student
     assert notes == []
@@ -158,7 +158,7 @@ def test_nested_folders_are_collected_and_noted(course, tmp_path):
         entry("erin/01-lookup/old attempt/01-lookup.ipynb"),            # a folder inside the lesson folder
         entry("Frank Li_777_assignsubmission_file_/hw/01-lookup.ipynb"),  # Moodle
     ])
-    notes = intake.collect(export, course, LESSON)
+    notes = lms_export.collect(export, course, LESSON)
     assert submitted(course, "1") == [f"{LESSON}.ipynb"]
     assert submitted(course, "erin") == [f"{LESSON}.ipynb"]
     assert submitted(course, "777") == [f"{LESSON}.ipynb"]
@@ -176,7 +176,7 @@ def test_duplicates_newest_wins_by_zip_date_and_by_timestamp_in_the_name(course,
         entry("Lesson 1_bob_attempt_2026-11-05-10-00-00_01-lookup.ipynb", date=(2026, 11, 9, 0, 0, 0)),
         entry("Lesson 1_bob_attempt_2026-11-06-10-00-00_01-lookup.ipynb", date=(2026, 11, 1, 0, 0, 0)),
     ])
-    notes = intake.collect(export, course, LESSON)
+    notes = lms_export.collect(export, course, LESSON)
     assert tag_of(course / "submitted" / "1" / LESSON / f"{LESSON}.ipynb") == \
         "answer = 'alice_1_11_01-lookup-1.ipynb'"
     assert tag_of(course / "submitted" / "bob" / LESSON / f"{LESSON}.ipynb") == \
@@ -201,7 +201,7 @@ def test_non_notebook_files_and_unknown_names_are_skipped_and_noted(course, tmp_
         entry("carol/.ipynb_checkpoints/01-lookup-checkpoint.ipynb"),
         entry("carol/01-lookup.ipynb"),
     ])
-    notes = intake.collect(export, course, LESSON)
+    notes = lms_export.collect(export, course, LESSON)
     assert submitted(course, "1") == [f"{LESSON}.ipynb"]
     assert submitted(course, "bob") == ["scratch.ipynb"]       # staged later as a renamed file, with a flag
     assert submitted(course, "carol") == [f"{LESSON}.ipynb"]
@@ -218,7 +218,7 @@ def test_escape_attempts_absolute_paths_and_links_are_refused(course, tmp_path):
     export = make_zip(tmp_path / "evil.zip", [
         entry("../../escaped.ipynb"),
         entry("alice/../../../../escaped2.ipynb"),
-        entry("/tmp/absolute-qkv-intake.ipynb"),
+        entry("/tmp/absolute-qkv-lms_export.ipynb"),
         entry(str(tmp_path / "absolute2.ipynb")),
         entry("C:\\Windows\\drive.ipynb"),
         entry("..\\..\\backslash.ipynb"),
@@ -226,13 +226,13 @@ def test_escape_attempts_absolute_paths_and_links_are_refused(course, tmp_path):
         entry("alice/01-lookup.ipynb"),
     ])
     outside_before = snapshot_outside(course)
-    notes = intake.collect(export, course, LESSON)
+    notes = lms_export.collect(export, course, LESSON)
     unsafe = [n for n in notes if n["name"] == "unsafe path"]
     assert len(unsafe) == 7, notes
     assert any("symbolic link" in n["detail"] for n in unsafe)
     assert submitted(course, "alice") == [f"{LESSON}.ipynb"]
     assert submitted(course, "mallory") is None
-    assert not os.path.exists("/tmp/absolute-qkv-intake.ipynb")
+    assert not os.path.exists("/tmp/absolute-qkv-lms_export.ipynb")
     assert snapshot_outside(course) == outside_before
     for root, _, files in os.walk(course):
         for name in files:
@@ -251,7 +251,7 @@ def test_a_zip_inside_the_zip(course, tmp_path):
         entry("alice_1_2_01-lookup.ipynb"),
     ])
     outside_before = snapshot_outside(course)
-    notes = intake.collect(export, course, LESSON)
+    notes = lms_export.collect(export, course, LESSON)
     for student in ("1", "3", "5", "dave"):   # a second section's export inside the export is read as an export
         assert submitted(course, student) == [f"{LESSON}.ipynb"], (student, notes)
     assert names(notes) == ["unsafe path"]
@@ -262,14 +262,14 @@ def test_a_zip_inside_the_zip(course, tmp_path):
 
 def test_bad_input_is_a_note_never_a_traceback(course, tmp_path):
     (tmp_path / "broken.zip").write_bytes(b"PK\x03\x04 this is not a zip")
-    assert names(intake.collect(tmp_path / "broken.zip", course, LESSON)) == ["corrupt archive", "no submissions"]
-    assert names(intake.collect(tmp_path / "missing.zip", course, LESSON)) == ["no submissions"]
+    assert names(lms_export.collect(tmp_path / "broken.zip", course, LESSON)) == ["corrupt archive", "no submissions"]
+    assert names(lms_export.collect(tmp_path / "missing.zip", course, LESSON)) == ["no submissions"]
     (tmp_path / "notes.pdf").write_bytes(b"%PDF")
-    assert names(intake.collect(tmp_path / "notes.pdf", course, LESSON)) == ["not a notebook"]
+    assert names(lms_export.collect(tmp_path / "notes.pdf", course, LESSON)) == ["not a notebook"]
     empty = make_zip(tmp_path / "empty.zip", [])
-    assert names(intake.collect(empty, course, LESSON)) == ["no submissions"]
+    assert names(lms_export.collect(empty, course, LESSON)) == ["no submissions"]
     (tmp_path / "empty folder").mkdir()
-    assert names(intake.collect(tmp_path / "empty folder", course, LESSON)) == ["no submissions"]
+    assert names(lms_export.collect(tmp_path / "empty folder", course, LESSON)) == ["no submissions"]
 
 
 def test_clashing_and_oversized_entries_are_noted(course, tmp_path, monkeypatch):
@@ -280,7 +280,7 @@ def test_clashing_and_oversized_entries_are_noted(course, tmp_path, monkeypatch)
         entry("bob/01-lookup.ipynb", b"{" + b" " * 20_000 + b"}"),
         entry("carol/01-lookup.ipynb"),
     ])
-    notes = intake.collect(export, course, LESSON)
+    notes = lms_export.collect(export, course, LESSON)
     assert ("unreadable entry", "") in {(n["name"], n["student"]) for n in notes}
     assert any(n["name"] == "too large" and "bob/01-lookup.ipynb" in n["detail"] for n in notes)
     assert submitted(course, "carol") == [f"{LESSON}.ipynb"] and submitted(course, "bob") is None
@@ -296,7 +296,7 @@ def test_an_unzipped_export_folder_is_collected_without_following_links(course, 
     (folder / "eve").mkdir()
     os.symlink(secret, folder / "eve" / "01-lookup.ipynb")
     make_zip(folder / "dave_5_6_lookup.zip", [entry("01-lookup.ipynb")])  # a student's upload, still zipped
-    notes = intake.collect(folder, course, LESSON)
+    notes = lms_export.collect(folder, course, LESSON)
     assert submitted(course, "alice") == submitted(course, "1") == submitted(course, "5") == [f"{LESSON}.ipynb"]
     assert submitted(course, "eve") is None
     assert [(n["name"], "eve" in n["detail"]) for n in notes] == [("unsafe path", True)]
@@ -304,13 +304,13 @@ def test_an_unzipped_export_folder_is_collected_without_following_links(course, 
 
 def test_an_already_collected_submitted_folder_is_only_checked(course, tmp_path):
     make_zip(tmp_path / "first.zip", [entry("alice_1_2_01-lookup.ipynb"), entry("bob/01-lookup.ipynb")])
-    intake.collect(tmp_path / "first.zip", course, LESSON)
+    lms_export.collect(tmp_path / "first.zip", course, LESSON)
     folder = course / "submitted"
     (folder / "bob" / LESSON / "essay.docx").write_bytes(b"PK")
     (folder / "bob" / LESSON / "drafts").mkdir()
     os.symlink(tmp_path / "first.zip", folder / "bob" / LESSON / "link.ipynb")
     before = {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
-    notes = intake.collect(folder, course, LESSON)
+    notes = lms_export.collect(folder, course, LESSON)
     assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == before
     assert names(notes, "bob") == ["nested folder", "not a notebook", "unsafe path"]
     assert names(notes, "alice") == []
@@ -321,19 +321,19 @@ def test_nbgraders_own_archive_folder_is_used_in_place(course, tmp_path):
     archive.mkdir(parents=True)
     make_zip(archive / "canvas.zip", [entry("alice_1_2_01-lookup.ipynb")])
     make_zip(archive / "late.zip", [entry("bob_late_3_4_01-lookup.ipynb")])
-    assert intake.collect(archive, course, LESSON) == [
+    assert lms_export.collect(archive, course, LESSON) == [
         lms_names.note("3", "late", "marked late by Canvas (its download gives no time)")]
     assert submitted(course, "1") == submitted(course, "3") == [f"{LESSON}.ipynb"]
     assert sorted(os.listdir(archive)) == ["canvas.zip", "late.zip"]      # the instructor's downloads untouched
-    assert intake.collect(archive / "canvas.zip", course, LESSON) == []     # one of them, given alone
+    assert lms_export.collect(archive / "canvas.zip", course, LESSON) == []     # one of them, given alone
     extracted = course / "downloaded" / LESSON / "extracted"
-    assert names(intake.collect(extracted, course, LESSON)) == ["collection failed"]
+    assert names(lms_export.collect(extracted, course, LESSON)) == ["collection failed"]
 
 
 def test_a_student_folder_starting_with_a_dot_is_refused_with_a_reason(course, tmp_path):
     export = make_zip(tmp_path / "dot.zip", [entry(".hidden/01-lookup.ipynb"), entry("._alice_1_2_01-lookup.ipynb"),
                                              entry(".DS_Store", b"\x00")])
-    notes = intake.collect(export, course, LESSON)
+    notes = lms_export.collect(export, course, LESSON)
     assert names(notes) == ["no submissions", "refused student id"]
     assert "'.hidden' is not a student id" in next(n["detail"] for n in notes if n["name"] == "refused student id")
     assert submitted(course, ".hidden") is None
@@ -342,10 +342,10 @@ def test_a_student_folder_starting_with_a_dot_is_refused_with_a_reason(course, t
 
 def test_collecting_again_replaces_and_says_so(course, tmp_path):
     make_zip(tmp_path / "first.zip", [entry("alice_1_2_01-lookup.ipynb")])
-    assert intake.collect(tmp_path / "first.zip", course, LESSON) == []
-    assert intake.collect(tmp_path / "first.zip", course, LESSON) == []   # the same export again: nothing to say
+    assert lms_export.collect(tmp_path / "first.zip", course, LESSON) == []
+    assert lms_export.collect(tmp_path / "first.zip", course, LESSON) == []   # the same export again: nothing to say
     make_zip(tmp_path / "second.zip", [entry("alice_1_9_01-lookup.ipynb")])
-    notes = intake.collect(tmp_path / "second.zip", course, LESSON)
+    notes = lms_export.collect(tmp_path / "second.zip", course, LESSON)
     assert names(notes) == ["collected again"]
     assert tag_of(course / "submitted" / "1" / LESSON / f"{LESSON}.ipynb") == "answer = 'alice_1_9_01-lookup.ipynb'"
 
@@ -355,7 +355,7 @@ def test_the_real_course_config_is_read_without_side_effects(course, tmp_path):
     shutil.copy(ROOT / "autograde" / "nbgrader_config.py", course / "nbgrader_config.py")
     path_before, env_before = list(sys.path), os.environ.get("PYTHONPATH")
     make_zip(tmp_path / "x.zip", [entry("alice_1_2_01-lookup.ipynb")])
-    assert intake.collect(tmp_path / "x.zip", course, LESSON) == []
+    assert lms_export.collect(tmp_path / "x.zip", course, LESSON) == []
     assert submitted(course, "1") == [f"{LESSON}.ipynb"]
     assert sys.path == path_before and os.environ.get("PYTHONPATH") == env_before
     assert not (ROOT / "autograde" / "submitted" / "alice_1_2_01-lookup.ipynb").exists()
@@ -408,7 +408,7 @@ def test_a_gradescope_export_names_students_from_its_metadata(course, tmp_path):
         entry("assignment_9_export/submission_222/01-lookup.ipynb"),
         entry("assignment_9_export/submission_333/01-lookup.ipynb"),
     ])
-    notes = intake.collect(export, course, LESSON)
+    notes = lms_export.collect(export, course, LESSON)
     assert submitted(course, "1001") == [f"{LESSON}.ipynb"]
     # a group submission: each member gets the notebook
     assert submitted(course, "1002") == submitted(course, "carol@example.edu") == [f"{LESSON}.ipynb"]
@@ -419,19 +419,19 @@ def test_a_gradescope_export_names_students_from_its_metadata(course, tmp_path):
     # a folder nobody is named for is not guessed from its name
     assert any(n["name"] == "unexpected file name" and "submission_333" in n["detail"] for n in notes)
     assert submitted(course, "submission_333") is None
-    assert intake.collect(export, course, LESSON) == notes          # collecting again changes nothing
+    assert lms_export.collect(export, course, LESSON) == notes          # collecting again changes nothing
 
 
 def test_what_intake_collects_is_what_the_grader_stages(course, tmp_path):
-    """The next step (qkv_autograde.submissions.stage) finds every collected notebook, renamed ones included."""
-    from qkv_autograde import submissions
+    """The next step (qkv_autograde.intake.submissions.stage) finds every collected notebook, renamed ones included."""
+    from qkv_autograde.intake import submissions
 
     export = make_zip(tmp_path / "class.zip", [
         entry("alice_1_2_01-lookup.ipynb"),
         entry("bob_3_4_Untitled.ipynb"),                 # a name the release does not have: graded, flagged
         entry("Lesson 1_carol_attempt_2026-11-05-10-00-00_01-lookup.ipynb"),
     ])
-    notes = intake.collect(export, course, LESSON)
+    notes = lms_export.collect(export, course, LESSON)
     assert [(n["student"], n["name"]) for n in notes] == [("3", "unexpected file name")]
     staged = submissions.stage(str(course), "submitted", LESSON, [LESSON], str(course.parent / "notebooks" / LESSON))
     assert [(s.student, s.notebook, [a["name"] for a in s.anomalies]) for s in staged] == [
@@ -453,8 +453,8 @@ def test_the_stock_zip_collect_command_uses_the_same_plugins(course, tmp_path):
     bin_dir = os.path.dirname(sys.executable)
     run = subprocess.run(
         [os.path.join(bin_dir, "nbgrader"), "zip_collect", LESSON, "--force",
-         "--extractor=qkv_autograde.extractor.SafeExtractor",
-         "--collector=qkv_autograde.collector.SubmissionCollector"],
+         "--extractor=qkv_autograde.intake.extractor.SafeExtractor",
+         "--collector=qkv_autograde.intake.collector.SubmissionCollector"],
         cwd=course, capture_output=True, text=True, timeout=120,
         # run from the real autograde/, nbgrader's cwd on sys.path makes qkv_autograde importable
         env={**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
@@ -486,7 +486,7 @@ def test_an_oversized_notebook_is_refused_before_it_is_copied(course, tmp_path):
         entry("bob_3_4_01-lookup.ipynb", heavy_notebook("bob", items=5_000)),       # small, but 5,000 objects
         entry("carol_5_6_01-lookup.ipynb", heavy_notebook("carol", metadata_bytes=90_000, items=400)),  # within
     ])
-    notes = intake.collect(export, course, LESSON)
+    notes = lms_export.collect(export, course, LESSON)
     assert [(n["student"], n["name"]) for n in notes] == [("1", "oversized notebook"), ("3", "oversized notebook")]
     alice, bob = (n["detail"] for n in notes)
     assert alice.startswith("alice_1_2_01-lookup.ipynb: 150,") and "bytes, over the limit of 100,000 bytes" in alice
@@ -496,23 +496,23 @@ def test_an_oversized_notebook_is_refused_before_it_is_copied(course, tmp_path):
     assert submitted(course, "5") == [f"{LESSON}.ipynb"]
     # a resubmission over the limit leaves the copy collected before in place
     make_zip(tmp_path / "again.zip", [entry("carol_5_7_01-lookup.ipynb", heavy_notebook("carol2", 150_000))])
-    assert names(intake.collect(tmp_path / "again.zip", course, LESSON)) == ["no submissions", "oversized notebook"]
+    assert names(lms_export.collect(tmp_path / "again.zip", course, LESSON)) == ["no submissions", "oversized notebook"]
     assert tag_of(course / "submitted" / "5" / LESSON / f"{LESSON}.ipynb") == "answer = 'carol'"
 
 
 def test_an_oversized_notebook_already_in_submitted_is_refused_before_grading(course, tmp_path):
     """The other route: a submitted/ folder filled by hand is checked, and staging refuses the notebook with the
     same reason, before reading it: nothing of that student is staged for nbgrader."""
-    from qkv_autograde import submissions
+    from qkv_autograde.intake import submissions
 
     limit_course(course)
     for student, data in (("alice", heavy_notebook("alice", metadata_bytes=150_000)),
                           ("bob", notebook_bytes("bob"))):
         (course / "submitted" / student / LESSON).mkdir(parents=True)
         (course / "submitted" / student / LESSON / f"{LESSON}.ipynb").write_bytes(data)
-    notes = intake.collect(course / "submitted", course, LESSON)
+    notes = lms_export.collect(course / "submitted", course, LESSON)
     assert [(n["student"], n["name"]) for n in notes] == [("alice", "oversized notebook")]
-    limits = submissions.NotebookLimits(config=intake._course_config(str(course)))
+    limits = submissions.NotebookLimits(config=lms_export._course_config(str(course)))
     staged = submissions.stage(str(course), "submitted", LESSON, [LESSON], str(course.parent / "notebooks" / LESSON),
                                limits=limits)
     assert [(s.student, s.refused, s.anomalies) for s in staged] == [
@@ -521,7 +521,7 @@ def test_an_oversized_notebook_already_in_submitted_is_refused_before_grading(co
 
 
 def test_the_limits_are_documented_and_hold_a_solved_lesson_with_margin():
-    from qkv_autograde import submissions
+    from qkv_autograde.intake import submissions
 
     limits = submissions.NotebookLimits()
     assert (limits.max_bytes, limits.max_items) == (16 << 20, 100_000)

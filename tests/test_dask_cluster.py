@@ -54,8 +54,8 @@ def tls_flags(certificates, role):
 def make_certificates(instructor, folder=None):
     """What `make cluster-certificates` runs (in autograde/); into the course's cluster/ unless `folder`."""
     where = ["--folder", str(folder)] if folder else []
-    done = subprocess.run([sys.executable, "-m", "qkv_autograde.cluster_security", *where], cwd=instructor, env=ENV,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "qkv_autograde.grading.cluster_security", *where], cwd=instructor,
+                          env=ENV, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return pathlib.Path(folder or instructor / "cluster")
 

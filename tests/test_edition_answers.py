@@ -42,7 +42,7 @@ import pytest
 import qkv.lessons
 from qkv import attention, cost, heads, masking, sinks
 from qkv.checking import Hint
-from qkv_autograde import sandbox
+from qkv_autograde.kernels import sandbox
 from qkv_edition import library, probe
 
 SLUGS = [row.slug for row in qkv.lessons.LESSONS]

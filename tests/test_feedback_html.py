@@ -10,8 +10,8 @@ from bs4 import BeautifulSoup
 from lessons import ROOT
 
 sys.path.insert(0, str(ROOT / "autograde"))
-from qkv_autograde.feedback_html import (NO_ALT_TEXT, FeedbackExporter, ReserializedFeedbackExporter,  # noqa: E402
-                                         describe_images)
+from qkv_autograde.reports.feedback_html import (NO_ALT_TEXT, FeedbackExporter,  # noqa: E402
+                                                 ReserializedFeedbackExporter, describe_images)
 
 
 def reserialized(html):

@@ -15,7 +15,8 @@ import pytest
 from lessons import ROOT
 
 sys.path.insert(0, str(ROOT / "autograde"))
-from qkv_autograde import forked_kernels, preprocessors, sandbox, student_kernel  # noqa: E402
+from qkv_autograde.kernels import forked_kernels, sandbox, student_kernel  # noqa: E402
+from qkv_autograde.grading import preprocessors  # noqa: E402
 
 LESSON = "01-lookup"
 
@@ -203,7 +204,7 @@ def test_a_model_lessons_kernels_read_the_results_their_template_hashed_without_
     """The grader's template for a model lesson loads the weights and hashes every entry of the results cache, which
     it and its kernels can only read; a kernel reads those entries without hashing them again."""
     from qkv import model_cache
-    from qkv_autograde import parallel
+    from qkv_autograde.grading import parallel
 
     entries = sorted(model_cache.results_dir().glob("*" + model_cache.SUFFIX))
     if not entries:
@@ -237,7 +238,7 @@ print(json.dumps({"verified": sorted(model_cache._verified), "read": found is no
 
 
 def test_without_bubblewrap_there_is_no_template_and_kernels_start_afresh(monkeypatch):
-    from qkv_autograde import parallel
+    from qkv_autograde.grading import parallel
 
     monkeypatch.setenv("QKV_SANDBOX_FORCE_PARTIAL", "1")
     with pytest.raises(forked_kernels.TemplateUnavailable):

@@ -17,7 +17,9 @@ from qkv.checking import REFERENCE_MODULES
 from qkv.lessons import LESSONS as LESSONS_REGISTRY
 
 sys.path.insert(0, str(ROOT / "autograde"))
-from qkv_autograde import kernel_view, preprocessors, sandbox, student_kernel, submissions, verdicts  # noqa: E402
+from qkv_autograde.kernels import kernel_view, sandbox, student_kernel  # noqa: E402
+from qkv_autograde.grading import preprocessors, verdicts  # noqa: E402
+from qkv_autograde.intake import submissions  # noqa: E402
 
 
 # ---------------------------------------------------------------- qkv.wire
@@ -374,7 +376,7 @@ def test_every_reference_a_lesson_compares_with_is_withheld_from_its_kernel(less
 
 def test_a_lost_worker_or_a_changed_notebook_is_graded_by_the_coordinator(monkeypatch):
     import concurrent.futures
-    from qkv_autograde import parallel
+    from qkv_autograde.grading import parallel
     graded_here = []
     monkeypatch.setattr(preprocessors.SandboxedExecute, "preprocess",
                         lambda self, nb, resources: (graded_here.append(resources["nbgrader"]["student"]) or nb,
@@ -397,7 +399,7 @@ def test_a_lost_worker_or_a_changed_notebook_is_graded_by_the_coordinator(monkey
 
 def a_template_answering(script):
     """A KernelTemplate whose process is `script` (Python): only its answer channel, none of its walls."""
-    from qkv_autograde import forked_kernels
+    from qkv_autograde.kernels import forked_kernels
     template = forked_kernels.KernelTemplate.__new__(forked_kernels.KernelTemplate)
     template.unread = b""
     template.process = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,

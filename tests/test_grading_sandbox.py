@@ -24,7 +24,7 @@ import pytest
 from lessons import ROOT, copy_course, hand_in, solved_release
 
 sys.path.insert(0, str(ROOT / "autograde"))
-from qkv_autograde import sandbox  # noqa: E402
+from qkv_autograde.kernels import sandbox  # noqa: E402
 
 LESSON = "01-lookup"
 BIN = pathlib.Path(sys.executable).parent

@@ -16,7 +16,8 @@ import pytest
 from lessons import ROOT, copy_course, grade_id, hand_in, solved_release
 
 sys.path.insert(0, str(ROOT / "autograde"))
-from qkv_autograde import hand_scores, history  # noqa: E402
+from qkv_autograde.reports import hand_scores  # noqa: E402
+from qkv_autograde.intake import history  # noqa: E402
 
 LESSON = "01-lookup"
 WRITTEN = "written_trophy"

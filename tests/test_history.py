@@ -20,7 +20,8 @@ from test_class_intake import course, entry, make_zip, names, notebook_bytes, ta
 from test_lms_exports import BIN, receipt, with_gradebook  # noqa: F401
 
 sys.path.insert(0, str(ROOT / "autograde"))
-from qkv_autograde import history, intake, lms_names, report, submissions  # noqa: E402
+from qkv_autograde.intake import history, lms_export, lms_names, submissions  # noqa: E402
+from qkv_autograde.reports import report  # noqa: E402
 
 LESSON = "01-lookup"
 NB = f"{LESSON}.ipynb"
@@ -38,7 +39,7 @@ def three_rounds(folder, alice_first=None, alice_second=None, bob=None):
 
 
 def collect_three_rounds(course_folder, folder, **notebooks):
-    return [intake.collect(export, course_folder, LESSON) for export in three_rounds(folder, **notebooks)]
+    return [lms_export.collect(export, course_folder, LESSON) for export in three_rounds(folder, **notebooks)]
 
 
 def test_an_older_download_collected_again_keeps_the_newer_notebook(course, tmp_path):  # noqa: F811
@@ -50,7 +51,7 @@ def test_an_older_download_collected_again_keeps_the_newer_notebook(course, tmp_
     assert tag_of(course / "submitted" / "1" / LESSON / NB) == "answer = 'alice, second'"
     assert tag_of(course / "submitted" / "2" / LESSON / NB) == "answer = 'bob'"
     # told to: the older copy goes in, and says so (a collected-again submission is graded again)
-    told = intake.collect(tmp_path / "round1.zip", course, LESSON, allow_older=True)
+    told = lms_export.collect(tmp_path / "round1.zip", course, LESSON, allow_older=True)
     assert names(told, "1") == ["collected again"] and "--allow-older" in told[0]["detail"]
     assert tag_of(course / "submitted" / "1" / LESSON / NB) == "answer = 'alice, first'"
 
@@ -61,20 +62,20 @@ def test_the_lms_time_decides_and_no_time_keeps_what_is_there(course, tmp_path):
                                            entry(f"Lesson 1_alee_attempt_{when}.txt",
                                                  receipt("Ann Lee", "alee", when))])
 
-    intake.collect(blackboard("b1.zip", "2026-11-05-10-00-00", "attempt 2"), course, LESSON)
-    notes = intake.collect(blackboard("b0.zip", "2026-11-04-10-00-00", "attempt 1"), course, LESSON)
+    lms_export.collect(blackboard("b1.zip", "2026-11-05-10-00-00", "attempt 2"), course, LESSON)
+    notes = lms_export.collect(blackboard("b0.zip", "2026-11-04-10-00-00", "attempt 1"), course, LESSON)
     assert names(notes) == ["older submission refused"]
     assert "at 2026-11-04 10:00:00" in notes[0]["detail"] and "at 2026-11-05 10:00:00" in notes[0]["detail"]
     folder = course / "submitted" / "alee" / LESSON
     assert tag_of(folder / NB) == "answer = 'attempt 2'"
     assert (folder / "timestamp.txt").read_text().startswith("2026-11-05 10:00:00")
     assert json.loads((folder / lms_names.LMS_RECORD).read_text())["timestamp"] == "2026-11-05 10:00:00"
-    assert names(intake.collect(blackboard("b2.zip", "2026-11-06-10-00-00", "attempt 3"), course, LESSON)) == [
+    assert names(lms_export.collect(blackboard("b2.zip", "2026-11-06-10-00-00", "attempt 3"), course, LESSON)) == [
         "collected again"]
     assert tag_of(folder / NB) == "answer = 'attempt 3'"
     # Moodle gives no time: a different copy does not replace the one collected before
     for tag in ("moodle 1", "moodle 2"):
-        notes = intake.collect(make_zip(tmp_path / f"{tag}.zip", [
+        notes = lms_export.collect(make_zip(tmp_path / f"{tag}.zip", [
             entry(f"John Smith_1001_assignsubmission_file_/{NB}", notebook_bytes(tag))]), course, LESSON)
     assert names(notes) == ["older submission refused"] and "gives no time" in notes[0]["detail"]
     assert tag_of(course / "submitted" / "1001" / LESSON / NB) == "answer = 'moodle 1'"
@@ -123,8 +124,8 @@ def test_a_class_graded_after_three_rounds_keeps_the_newer_grade_and_records_it(
     blank = nbformat.writes(solved_release(LESSON, [])).encode()
     first, second, third = three_rounds(tmp_path, alice_first=blank, bob=blank,
                                         alice_second=nbformat.writes(solved_release(LESSON)).encode())
-    intake.collect(first, instructor, LESSON)
-    intake.collect(second, instructor, LESSON)
+    lms_export.collect(first, instructor, LESSON)
+    lms_export.collect(second, instructor, LESSON)
     done = subprocess.run([sys.executable, "-m", "qkv_autograde", LESSON, "--submissions", str(third), "--jobs", "2"],
                           cwd=instructor, env=env, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -148,7 +149,7 @@ def test_the_report_shows_the_name_kept_for_display_escaped(course, tmp_path, wi
     from nbgrader.api import Gradebook
 
     hostile = '=HYPERLINK("http://evil") <img src=x onerror=alert(1)>'
-    intake.collect(make_zip(tmp_path / "round.zip", [entry(f"ann_1_100_{NB}"), entry(f"bob_2_101_{NB}")]),
+    lms_export.collect(make_zip(tmp_path / "round.zip", [entry(f"ann_1_100_{NB}"), entry(f"bob_2_101_{NB}")]),
                    course, LESSON)
     record = course / "submitted" / "2" / LESSON / lms_names.LMS_RECORD
     record.write_text(json.dumps(dict(json.loads(record.read_text()), name=hostile)))

@@ -160,7 +160,7 @@ def test_no_page_points_into_the_instructors_machine_or_the_network(term):
     from lessons import ROOT
 
     sys.path.insert(0, str(ROOT / "autograde"))
-    from qkv_autograde.lms_feedback import outside_references
+    from qkv_autograde.reports.lms_feedback import outside_references
 
     machine = [str(term.instructor.parent), str(ROOT), sys.prefix, "file://"]
     for name, page in lms_feedback_pages(term).items():

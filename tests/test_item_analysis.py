@@ -1,4 +1,4 @@
-"""Item analysis (autograde/qkv_autograde/item_analysis.py) on a class built with nbgrader's Gradebook API and
+"""Item analysis (autograde/qkv_autograde/reports/item_analysis.py) on a class built with nbgrader's Gradebook API and
 autograded notebooks written by hand: pass shares, commonest hints, discrimination's sign, flags, and the page
 with its embedded figures; no division by zero with 0 or 1 submissions."""
 import base64
@@ -14,7 +14,7 @@ from nbgrader.api import Gradebook
 from lessons import ROOT
 
 sys.path.insert(0, str(ROOT / "autograde"))
-from qkv_autograde import item_analysis  # noqa: E402
+from qkv_autograde.reports import item_analysis  # noqa: E402
 
 LESSON, NOTEBOOK = "01-lookup", "01-lookup"
 STUDENTS = [f"s{i}" for i in range(10)]  # s0 weakest ... s9 strongest

@@ -15,7 +15,8 @@ import lessons as lesson_helpers
 import mutation
 import qkv.lessons
 from qkv.lessons import Lesson, course_paths
-from qkv_autograde import kernel_view, parallel
+from qkv_autograde.kernels import kernel_view
+from qkv_autograde.grading import parallel
 
 ROOT = lesson_helpers.ROOT
 DUMMY = Lesson("99", "99-dummy", "heads", uses_model=False)

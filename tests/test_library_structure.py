@@ -268,7 +268,7 @@ GRADER_PRIVATE_IMPORTS = set()
 
 @functools.lru_cache(maxsize=1)
 def _grader_modules():
-    """{"qkv_autograde.intake": path, "qkv_grading.lesson01": path, ...}"""
+    """{"qkv_autograde.intake.lms_export": path, "qkv_grading.lesson01": path, ...}"""
     modules = {}
     for package in GRADER_PACKAGES:
         modules.update(library_modules(AUTOGRADE / package))
@@ -300,3 +300,53 @@ def test_the_private_name_reader_sees_relative_imports_in_the_grader(tmp_path):
     modules = library_modules(package)
     assert sorted(private_names_used("qkv_autograde.parallel", package / "parallel.py", modules)) == [
         ("qkv_autograde.preprocessors._model_cache", 1), ("qkv_autograde.preprocessors._views", 3)]
+
+
+# ---------------------------------------------------------------- the grader's parts import one way
+
+# qkv_autograde's parts and the parts each may import (each part's __init__ says what it owns and why); the
+# package's own __init__ and __main__ belong to none
+GRADER_PARTS = {"intake": set(), "kernels": set(), "reports": {"intake"}, "grading": {"intake", "kernels", "reports"}}
+
+
+def _part(module):
+    pieces = module.split(".")
+    return pieces[1] if len(pieces) > 1 and pieces[1] in GRADER_PARTS else None
+
+
+def _imports_against_the_parts(package):
+    modules = library_modules(package)
+    graph, _ = import_graph(modules)   # names read from data (the kernel template's imports) are not the grader's
+    outside = sorted(name for name in modules if _part(name) is None and name.rpartition(".")[2] != "__main__"
+                     and name != package.name)
+    wrong = sorted(f"{name} ({_part(name)}) imports {target} ({_part(target)})" for name, targets in graph.items()
+                   for target in targets if _part(name) and _part(target) and _part(target) != _part(name)
+                   and _part(target) not in GRADER_PARTS[_part(name)])
+    return outside, wrong
+
+
+def test_the_graders_parts_import_one_way_lazy_imports_included():
+    package = AUTOGRADE / "qkv_autograde"
+    assert {path.parent.name for path in package.glob("*/__init__.py")} == set(GRADER_PARTS)
+    outside, wrong = _imports_against_the_parts(package)
+    assert not outside, f"grader modules in no part: {outside}; put each in the part whose job it does"
+    assert not wrong, "imports against the parts' direction (qkv_autograde/__init__.py): " + "; ".join(wrong)
+    for part in GRADER_PARTS:
+        docstring = ast.get_docstring(ast.parse((package / part / "__init__.py").read_text())) or ""
+        assert len(docstring.splitlines()) >= 3, f"qkv_autograde.{part} needs a docstring saying what it owns"
+        assert "import" in docstring.lower(), f"qkv_autograde.{part}'s docstring must say what it may import"
+
+
+def test_the_parts_reader_finds_an_import_against_the_direction_and_a_module_in_no_part(tmp_path):
+    package = tmp_path / "qkv_autograde"
+    for part in GRADER_PARTS:
+        (package / part).mkdir(parents=True)
+        (package / part / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "stray.py").write_text("")
+    (package / "intake" / "names.py").write_text("")
+    (package / "reports" / "page.py").write_text("from qkv_autograde.intake import names\n")
+    (package / "kernels" / "kernel.py").write_text("def f():\n    from ..reports import page\n")
+    outside, wrong = _imports_against_the_parts(package)
+    assert outside == ["qkv_autograde.stray"]
+    assert wrong == ["qkv_autograde.kernels.kernel (kernels) imports qkv_autograde.reports.page (reports)"]

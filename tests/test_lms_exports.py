@@ -25,7 +25,8 @@ from test_class_intake import (course, entry, lms_record, make_zip, names, noteb
                                tag_of, zip_bytes)
 
 sys.path.insert(0, str(ROOT / "autograde"))
-from qkv_autograde import exports, intake, late, submissions  # noqa: E402
+from qkv_autograde.reports import exports  # noqa: E402
+from qkv_autograde.intake import lms_export, late, submissions  # noqa: E402
 
 LESSON = "01-lookup"
 BIN = pathlib.Path(sys.executable).parent
@@ -64,7 +65,7 @@ def test_a_file_inside_a_students_upload_never_names_another_student(course, tmp
         entry(f"victim_9_500_{NB}", notebook_bytes("the victim's own"), date=(2026, 11, 1, 9, 0, 0)),
         entry("mallory_66_501_work.zip", mallory_upload, date=(2026, 11, 1, 10, 0, 0)),
     ])
-    notes = intake.collect(export, course, LESSON)
+    notes = lms_export.collect(export, course, LESSON)
     assert tag_of(course / "submitted" / "9" / LESSON / NB) == "answer = \"the victim's own\""
     assert sorted(os.listdir(course / "submitted")) == ["66", "9"]
     assert "duplicate submission" not in names(notes, "9")
@@ -81,7 +82,7 @@ def test_an_id_outside_the_documented_characters_is_refused_with_a_reason(course
         entry(f"Lesson 1_{bad.replace('_', '')}_attempt_2026-11-05-10-00-00_{NB}"),   # a Blackboard username
         entry(f"alice/{NB}"),
     ])
-    notes = intake.collect(export, course, LESSON)
+    notes = lms_export.collect(export, course, LESSON)
     assert sorted(os.listdir(course / "submitted")) == ["alice"]
     refused = [n for n in notes if n["name"] == "refused student id"]
     assert len(refused) == 2 and all(n["student"] == "" and "is not a student id" in n["detail"] for n in refused)
@@ -105,7 +106,7 @@ def test_two_canvas_students_with_the_same_name_stay_two(course, tmp_path):  # n
         entry(f"smithjohn_10000_555001_{NB}", notebook_bytes("john 10000")),
         entry(f"smithjohn_20999_555002_{NB}", notebook_bytes("john 20999")),
     ])
-    notes = intake.collect(export, course, LESSON)
+    notes = lms_export.collect(export, course, LESSON)
     assert notes == []
     assert tag_of(course / "submitted" / "10000" / LESSON / NB) == "answer = 'john 10000'"
     assert tag_of(course / "submitted" / "20999" / LESSON / NB) == "answer = 'john 20999'"
@@ -119,7 +120,7 @@ def test_moodle_full_names_with_spaces_and_the_participant_id(course, tmp_path):
         entry(f"John Smith_1002_assignsubmission_file_{NB}", notebook_bytes("1002")),    # without folders
         entry("Ann Lee_1003_assignsubmission_onlinetext_onlinetext.html", b"<p>see my notebook</p>"),
     ])
-    notes = intake.collect(export, course, LESSON)
+    notes = lms_export.collect(export, course, LESSON)
     assert tag_of(course / "submitted" / "1001" / LESSON / NB) == "answer = '1001'"
     assert tag_of(course / "submitted" / "1002" / LESSON / NB) == "answer = '1002'"
     assert lms_record(course, "1001") == {"lms": "moodle", "user_id": "1001", "name": "John Smith"}
@@ -132,7 +133,7 @@ def test_blackboard_receipts_are_read_for_the_name_and_skipped(course, tmp_path)
         item for full, user in people for item in (
             entry(f"Lesson 1_{user}_attempt_2026-11-04-10-00-00_{NB}", notebook_bytes(user)),
             entry(f"Lesson 1_{user}_attempt_2026-11-04-10-00-00.txt", receipt(full, user, "2026-11-04-10-00-00")))])
-    assert intake.collect(export, course, LESSON) == []
+    assert lms_export.collect(export, course, LESSON) == []
     for full, user in people:
         assert submitted(course, user) == [NB, "timestamp.txt"]
         assert lms_record(course, user) == {"lms": "blackboard", "user_id": user, "name": full,
@@ -149,7 +150,7 @@ def test_lateness_reaches_the_timestamp_and_the_report(course, tmp_path, with_gr
         entry(f"Lesson 1_alee_attempt_2026-11-05-11-30-00_{NB}"),                # Blackboard, 1 h 30 min late
         entry(f"Lesson 1_bwu_attempt_2026-11-05-09-00-00_{NB}"),                 # Blackboard, early
     ])
-    notes = intake.collect(export, course, LESSON)
+    notes = lms_export.collect(export, course, LESSON)
     assert sorted((n["student"], n["name"]) for n in notes) == [("20999", "late"), ("30000", "late"), ("alee", "late")]
     assert (course / "submitted" / "alee" / LESSON / "timestamp.txt").read_text().startswith("2026-11-05 11:30:00")
     # what the report and the penalty judge by (late.py): Canvas's mark where the LMS gave no time; a time goes to
@@ -165,7 +166,7 @@ def test_lateness_reaches_the_timestamp_and_the_report(course, tmp_path, with_gr
 # ----------------------------------------------------------------------------------- safe exports (19.4, 21.3)
 
 def test_every_cell_is_quoted_and_neutralised(tmp_path):
-    from qkv_autograde import exports
+    from qkv_autograde.reports import exports
 
     cells = ["x,,,,13.0,0.0,13.0", "=1+1", "+1", "-2", "@SUM(A1)", "\tx", "\rx", "a\nb", 'say "hi"', 13.0, -1.5, None]
     exports.write_csv(tmp_path / "cells.csv", ["h"] * len(cells), [cells])
@@ -177,13 +178,13 @@ def test_every_cell_is_quoted_and_neutralised(tmp_path):
 def test_grades_and_lms_files_keep_missing_apart_from_zero(course, tmp_path, with_gradebook):  # noqa: F811
     from nbgrader.api import Gradebook
     from nbgrader.coursedir import CourseDirectory
-    from qkv_autograde import exports
+    from qkv_autograde.reports import exports
 
     export = make_zip(tmp_path / "canvas.zip", [entry(f"smithjohn_10000_1_{NB}"), entry(f"smithjohn_20999_2_{NB}")])
-    intake.collect(export, course, LESSON)
+    lms_export.collect(export, course, LESSON)
     moodle = make_zip(tmp_path / "moodle.zip", [entry(f"John Smith_1001_assignsubmission_file_/{NB}"),
                                                  entry(f"Ann Lee_1003_assignsubmission_file_/{NB}")])
-    intake.collect(moodle, course, LESSON)  # the same lesson again, from another LMS: only what is new is replaced
+    lms_export.collect(moodle, course, LESSON)  # the same lesson again, from another LMS: only what is new is replaced
     coursedir = CourseDirectory(root=str(course), release_directory="../notebooks")
     with Gradebook(with_gradebook) as gb:
         for student in ("10000", "1001", "=cmd", "x,,,,13.0,0.0,13.0"):

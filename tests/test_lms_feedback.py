@@ -1,5 +1,6 @@
 """The LMS feedback bundle (issue 35, item 1): lms-feedback-<lesson>.zip names each student's page as the LMS the
-class came from takes feedback files back in bulk (qkv_autograde/lms_feedback.py says where each shape was read).
+class came from takes feedback files back in bulk (qkv_autograde/reports/lms_feedback.py says where each shape was
+read).
 
 Each class is collected by the real intake from a real-shaped download, so the names come from what the LMS's
 download said; the feedback pages are stand-ins written where nbgrader writes them. Each name is also read back the
@@ -17,7 +18,8 @@ from lessons import ROOT
 from test_class_intake import course, entry, make_zip  # noqa: F401
 
 sys.path.insert(0, str(ROOT / "autograde"))
-from qkv_autograde import intake, lms_feedback  # noqa: E402
+from qkv_autograde.intake import lms_export  # noqa: E402
+from qkv_autograde.reports import lms_feedback  # noqa: E402
 
 LESSON = "01-lookup"
 NB = f"{LESSON}.ipynb"
@@ -67,7 +69,7 @@ def test_canvas_pages_are_named_as_its_download_named_the_copy_that_was_graded(c
         entry(f"eded_LATE_10007_500007_{NB}", date=(2026, 11, 1, 9, 0, 0)),
         entry(f"eded_LATE_10007_500008_{LESSON}-1.ipynb", date=(2026, 11, 2, 9, 0, 0)),  # resubmitted: kept
     ])
-    intake.collect(export, course, LESSON)
+    lms_export.collect(export, course, LESSON)
     give_pages(course, ["10000", "20999", "10007"])
     pages, written = bundle(course)
     assert [(path.rsplit("/", 1)[-1], count) for path, count, _ in written] == [(f"lms-feedback-{LESSON}.zip", 3)]
@@ -82,7 +84,7 @@ def test_moodle_pages_are_in_a_folder_per_participant_named_as_its_download(cour
         entry(f"John Smith_1001_assignsubmission_file_/{NB}"),       # "download submissions in folders"
         entry(f"Ann Lee_1003_assignsubmission_file_{NB}"),            # without folders
     ])
-    intake.collect(export, course, LESSON)
+    lms_export.collect(export, course, LESSON)
     give_pages(course, ["1001", "1003"])
     pages, _ = bundle(course)
     assert sorted(pages) == [f"Ann Lee_1003_assignsubmission_file_/{LESSON}-feedback.html",
@@ -95,15 +97,15 @@ def test_blackboard_pages_are_named_feedback_and_the_username(course, tmp_path):
     export = make_zip(tmp_path / "gradebook.zip", [
         entry(f"Lesson 1_alee_attempt_2026-11-04-10-00-00_{NB}"),
         entry(f"Lesson 1_bwu_attempt_2026-11-04-11-00-00_{NB}")])
-    intake.collect(export, course, LESSON)
+    lms_export.collect(export, course, LESSON)
     give_pages(course, ["alee", "bwu"])
     pages, _ = bundle(course)
     assert sorted(pages) == [f"feedback_alee_{LESSON}.html", f"feedback_bwu_{LESSON}.html"]
 
 
 def test_students_from_no_lms_get_no_entry_and_a_class_from_two_lmss_two_zips(course, tmp_path):  # noqa: F811
-    intake.collect(make_zip(tmp_path / "canvas.zip", [entry(f"alice_12345_67890_{NB}")]), course, LESSON)
-    intake.collect(make_zip(tmp_path / "moodle.zip", [entry(f"Bo Wu_1001_assignsubmission_file_/{NB}")]),
+    lms_export.collect(make_zip(tmp_path / "canvas.zip", [entry(f"alice_12345_67890_{NB}")]), course, LESSON)
+    lms_export.collect(make_zip(tmp_path / "moodle.zip", [entry(f"Bo Wu_1001_assignsubmission_file_/{NB}")]),
                    course, LESSON)
     (course / "submitted" / "exchanged" / LESSON).mkdir(parents=True)   # handed in through nbgrader's exchange
     give_pages(course, ["12345", "1001", "exchanged"])
@@ -114,7 +116,7 @@ def test_students_from_no_lms_get_no_entry_and_a_class_from_two_lmss_two_zips(co
 
 
 def test_a_student_without_a_page_is_named_not_skipped_silently(course, tmp_path):  # noqa: F811
-    intake.collect(make_zip(tmp_path / "canvas.zip", [entry(f"alice_12345_67890_{NB}"), entry(f"bob_2_3_{NB}")]),
+    lms_export.collect(make_zip(tmp_path / "canvas.zip", [entry(f"alice_12345_67890_{NB}"), entry(f"bob_2_3_{NB}")]),
                    course, LESSON)
     give_pages(course, ["12345"])
     written, notes = lms_feedback.write(coursedir_of(course), LESSON, str(course))

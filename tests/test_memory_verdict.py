@@ -18,7 +18,7 @@ from qkv import checking
 from test_grading_sandbox import ENV, run, with_cell, with_fast_limits
 from test_wire import scripted_kernel
 
-from qkv_autograde import kernel_memory, student_kernel  # noqa: E402 (test_wire puts autograde/ on the path)
+from qkv_autograde.kernels import kernel_memory, student_kernel  # noqa: E402 (test_wire puts autograde/ on the path)
 
 LESSON = "07-cost"
 
@@ -112,7 +112,7 @@ def test_wiping_the_trace_before_return_scores_what_the_naive_answer_scores(grad
 
 
 def test_the_kernel_can_neither_see_nor_write_its_cgroups_measurement():
-    from qkv_autograde import kernel_setup, sandbox
+    from qkv_autograde.kernels import kernel_setup, sandbox
 
     if not sandbox.bwrap_works():
         pytest.skip("the sandbox's walls need bubblewrap (make sandbox)")

@@ -404,7 +404,7 @@ def test_a_withheld_reference_gets_a_one_line_traceback_and_every_other_error_th
     import subprocess
     import sys
 
-    from qkv_autograde import kernel_view
+    from qkv_autograde.kernels import kernel_view
 
     view = kernel_view.build("05-heads", str(tmp_path / "view" / "qkv"))
     done = subprocess.run([sys.executable, "-c", _WITHHELD_SHELL, os.path.dirname(view),

@@ -1,6 +1,6 @@
 """One notebook must not swell the grader (issue 34, item 5): a lesson 01 class collected and graded through
 `make grade` (`python -m qkv_autograde --submissions`, one worker), where one student hands in a notebook at the
-limits intake accepts (qkv_autograde.submissions.NotebookLimits: 16 MiB and 100,000 JSON items, filled with the
+limits intake accepts (qkv_autograde.intake.submissions.NotebookLimits: 16 MiB and 100,000 JSON items, filled with the
 costliest shapes there are: a string and empty objects in its metadata) and another one just over them.
 
 The heavy one is graded like any other (its metadata costs the grader, its answers score full marks); the one over
@@ -21,7 +21,7 @@ from lessons import copy_course, hand_in, solved_release
 from test_grading_sandbox import ENV, FULL, LESSON, run, with_fast_limits  # puts autograde/ on sys.path
 from test_hostile_wire import GraderMemory
 
-from qkv_autograde import submissions
+from qkv_autograde.intake import submissions
 
 pytestmark = pytest.mark.grading_class
 

@@ -17,7 +17,7 @@ import pytest
 
 from qkv import attention, lookup
 from qkv.lessons import LESSONS
-from qkv_autograde import kernel_view, sandbox
+from qkv_autograde.kernels import kernel_view, sandbox
 from qkv_edition import probe
 
 LESSON = "01-lookup"

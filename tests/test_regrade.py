@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import qkv.lessons
 import qkv_grading
-from qkv_autograde import parallel, preprocessors
+from qkv_autograde.grading import parallel, preprocessors
 
 from lessons import LESSONS, grade_id, mutant, read, student
 from test_student_answers import ANSWERS

@@ -23,7 +23,8 @@ import pytest
 from lessons import ROOT, copy_course, hand_in, read, solved_release
 
 sys.path.insert(0, str(ROOT / "autograde"))
-from qkv_autograde import bounded_client, forked_kernels, preprocessors, sandbox, student_kernel  # noqa: E402
+from qkv_autograde.kernels import bounded_client, forked_kernels, sandbox, student_kernel  # noqa: E402
+from qkv_autograde.grading import preprocessors  # noqa: E402
 
 LESSON = "01-lookup"
 MiB, GiB = 1 << 20, 1 << 30
@@ -266,7 +267,7 @@ def test_a_calls_arguments_travel_beside_its_one_line_cell_however_large_and_unc
 # the stock route with its kernel command replaced for some starts (the course's config is Python, run by nbgrader)
 FAILING_STARTS = '''
 import itertools
-from qkv_autograde import sandbox as _sandbox
+from qkv_autograde.kernels import sandbox as _sandbox
 _starts = itertools.count(1)
 _format_kernel_cmd = _sandbox.SandboxedKernelManager.format_kernel_cmd
 

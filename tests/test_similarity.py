@@ -1,6 +1,7 @@
-"""Copy detection (issue 34.4, qkv_autograde.similarity): the fingerprinting's pure functions, then what it flags on
-an honest class of 40 built from every lesson's release (false positives) and on references pasted into it (true
-positives). No grading here: the detector reads notebooks; tests/test_class_resilience.py runs it through make grade.
+"""Copy detection (issue 34.4, qkv_autograde.reports.similarity): the fingerprinting's pure functions, then what it
+flags on an honest class of 40 built from every lesson's release (false positives) and on references pasted into it
+(true positives). No grading here: the detector reads notebooks; tests/test_class_resilience.py runs it through make
+grade.
 """
 import ast
 import copy
@@ -11,7 +12,7 @@ import nbformat
 import pytest
 
 from lessons import LESSONS, RELEASE, grade_id, read
-from qkv_autograde import similarity
+from qkv_autograde.reports import similarity
 
 SOFTMAX = '''
 def softmax(x, axis=-1):

@@ -17,7 +17,8 @@ from lessons import ROOT
 from qkv import heads, probes, wire
 
 sys.path.insert(0, str(ROOT / "autograde"))
-from qkv_autograde import student_kernel, verdicts  # noqa: E402
+from qkv_autograde.kernels import student_kernel  # noqa: E402
+from qkv_autograde.grading import verdicts  # noqa: E402
 
 
 def _message(msg_type, content):

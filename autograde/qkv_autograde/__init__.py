@@ -1,4 +1,11 @@
-"""The qkv grader: `make grade` (grade_class.py) and the nbgrader preprocessors it shares with `nbgrader autograde`."""
+"""The qkv grader: `make grade` (grading/grade_class.py) and the nbgrader preprocessors it shares with
+`nbgrader autograde`, in four parts that import one way (tests/test_library_structure.py holds it):
+
+    intake   what students hand in, to nbgrader's submitted/        imports no other part
+    kernels  the student's code, sandboxed, called as plain data    imports no other part
+    reports  feedback, grade files, anomaly report, item analysis   imports intake
+    grading  preprocessors, verdicts, make grade, workers, Dask     imports intake, kernels, reports
+"""
 import sys
 import time
 

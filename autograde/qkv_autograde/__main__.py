@@ -1,3 +1,3 @@
-from .grade_class import main
+from qkv_autograde.grading.grade_class import main
 
 main()

@@ -28,7 +28,7 @@ import tempfile
 import time
 from typing import NamedTuple
 
-from qkv_autograde.kernel_view import graded_references  # noqa: F401 - first: makes nbformat import faster; tests read it here
+from qkv_autograde.kernels.kernel_view import (graded_references)  # noqa: F401 - first: makes nbformat import faster; tests read it here
 
 import nbformat
 

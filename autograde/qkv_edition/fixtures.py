@@ -49,7 +49,7 @@ from qkv import wire_codec
 from qkv.checking import Check, Probes
 from qkv.checking import replay
 from qkv.checking.compare import RECORDERS
-from qkv_autograde.kernel_view import graded_references
+from qkv_autograde.kernels.kernel_view import graded_references
 
 HOOK = "__qkv_edition_recording__"  # the name, in a withheld function's module, of the recorder's table
 

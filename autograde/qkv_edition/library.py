@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import qkv.lessons
 from qkv.checking import replay
-from qkv_autograde.kernel_view import LIBRARY, graded_references, replace_functions
+from qkv_autograde.kernels.kernel_view import LIBRARY, graded_references, replace_functions
 from qkv_edition import fixtures as fixtures_module
 
 

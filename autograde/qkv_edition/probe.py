@@ -6,7 +6,7 @@ kernel view (issue 34: nothing in the view of lesson N may answer one of lesson 
 holds a package named `qkv`.
 
 How, as grading does it:
-- the candidates live in another process: a sandboxed kernel (qkv_autograde.sandbox) whose `qkv` is the folder's
+- the candidates live in another process: a sandboxed kernel (qkv_autograde.kernels.sandbox) whose `qkv` is the folder's
   (PYTHONPATH first, the folder's package also bound where the editable install looks, the editable finder
   removed, and every `qkv` module the kernel imported checked to come from the folder). The kernel imports every
   module of the package (one that fails is reported, not fatal) and lists every top-level function, every class's
@@ -18,7 +18,7 @@ How, as grading does it:
   student's function is recorded here with a stand-in that stops the test there; a candidate fits when its
   signature binds that call (the number of positional arguments and the keywords);
 - each fitting candidate is handed to the hidden test, which runs here with the full library, as the grader's
-  RemoteFunction (qkv_autograde.student_kernel over qkv.wire: plain data in, plain data out; module `__main__`,
+  RemoteFunction (qkv_autograde.kernels.student_kernel over qkv.wire: plain data in, plain data out; module `__main__`,
   as the student's own wrapper would be). The test stops at its first failure; one call has `call_seconds`.
   A test that raises nothing is a PASS: the finding. Where a test takes several of the student's functions
   (`hidden.generation_with_cache(attention_step, append_to_cache)`), the candidate takes each place in turn and
@@ -47,8 +47,8 @@ import nbformat
 
 from qkv import NO_FRONT_END, lessons as registry
 
-from qkv_autograde import sandbox, student_kernel
-from qkv_autograde.verdicts import setup_imports
+from qkv_autograde.kernels import sandbox, student_kernel
+from qkv_autograde.grading.verdicts import setup_imports
 
 LIBRARY = os.path.dirname(os.path.abspath(registry.__file__))  # the full library (the editable install's folder)
 

@@ -24,8 +24,8 @@ def call(fn, *args, name=None, allowed=(), **kwargs):
     """
     name = name or getattr(fn, "__name__", "your function")
     # The tamper check and the tripwire guard this process against the student's code running in it. The grader's
-    # stand-in for a function in the sandboxed kernel (qkv_autograde.student_kernel.RemoteFunction) runs that code
-    # elsewhere, where the references are withheld: here the tripwire would only time the grader's own messaging.
+    # stand-in for a function in the sandboxed kernel (qkv_autograde.kernels.student_kernel.RemoteFunction) runs that
+    # code elsewhere, where the references are withheld: here the tripwire would only time the grader's own messaging.
     elsewhere = getattr(type(fn), "runs_in_another_process", False) is True
     if not elsewhere:
         assert_untampered()
