@@ -408,8 +408,8 @@ def test_a_withheld_reference_gets_a_one_line_traceback_and_every_other_error_th
 
     view = kernel_view.build("05-heads", str(tmp_path / "view" / "qkv"))
     done = subprocess.run([sys.executable, "-c", _WITHHELD_SHELL, os.path.dirname(view),
-                           str(ROOT / "autograde" / "qkv_autograde")], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, PYTHONPATH=""))
+                           str(ROOT / "autograde" / "qkv_autograde" / "kernels")], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, PYTHONPATH=""))
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     withheld, own, hint = seen["seen"]["withheld"], seen["seen"]["own error"], seen["seen"]["hint"]
