@@ -105,19 +105,25 @@ def bundle_entries(coursedir, lesson):
 
 
 def write_zip(path, entries):
-    """`entries` ({name: file}) into the zip at `path`, replaced whole: an upload never sees half a zip."""
+    """`entries` ({name: file}) into the zip at `path`, replaced whole: an upload never sees half a zip. Returns the
+    names whose page refers to something outside itself, read from the bytes zipped (each page is read once)."""
+    outside = []
     folder = os.path.dirname(os.path.abspath(path))
     handle, partial = tempfile.mkstemp(prefix=".lms-feedback-", suffix=".zip", dir=folder)
     os.close(handle)
     try:
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as bundle:
             for name, source in sorted(entries.items()):
-                bundle.write(source, name)
+                with open(source, "rb") as f:
+                    page = f.read()
+                bundle.writestr(name, page)
+                if outside_references(page.decode("utf-8", errors="replace")):
+                    outside.append(name)
         os.replace(partial, path)
     except BaseException:
         os.unlink(partial)
         raise
-    return path
+    return outside
 
 
 def write(coursedir, lesson, folder):
@@ -128,8 +134,6 @@ def write(coursedir, lesson, folder):
     written = []
     for lms, entries in sorted(bundles.items()):
         suffix = f"-{lms}" if len(bundles) > 1 else ""
-        path = write_zip(os.path.join(folder, f"lms-feedback-{lesson}{suffix}.zip"), entries)
-        outside = [name for name, page in sorted(entries.items())
-                   if outside_references(open(page, encoding="utf-8", errors="replace").read())]
-        written.append((path, len(entries), outside))
+        path = os.path.join(folder, f"lms-feedback-{lesson}{suffix}.zip")
+        written.append((path, len(entries), write_zip(path, entries)))
     return written, notes

@@ -72,7 +72,7 @@ def rows(course_root, db_url, lesson, staged, autograded="autograded", extra=Non
                 try:
                     submission = gb.find_submission_notebook(notebook, lesson, student)
                     score, max_score = final_score(submission), submission.max_score  # as grades.csv has it
-                    notes = _lateness_as_graded(notes, gb.find_submission(lesson, student),
+                    notes = _lateness_as_graded(notes, submission.assignment,
                                                 os.path.join(course_root, "submitted", student, lesson))
                     notes += hand_scores.report_notes(course_root, gb, past, lesson, student, notebook)
                     hand_grading = sorted(g.name for g in submission.grades if g.needs_manual_grade)
