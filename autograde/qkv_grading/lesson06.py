@@ -163,7 +163,8 @@ EXPLANATIONS = {
     "weight_refutes": "The biggest weights go to tokens that carry nothing about the answer, so a weight alone cannot "
                       "show that a token was used; only an intervention, deleting it and watching the answer, can.",
     "sink_explanation": "Every row must sum to 1, so a head with nothing to read has to park its weight somewhere: "
-                        "on a position all queries see and whose value adds little.",
+                        "on a position all queries see, whose short value vectors make that weight move the output "
+                        "less than on other tokens (section 3: less, not nothing).",
     "gpt2_uniform_share": "With no preference the last query spreads its weight evenly over every token it can see, "
                           "itself included: one over the number of tokens, whatever GPT-2 measured.",
     "sink_peak_layer": "Take np.argmax of the per-layer first-token shares of section 2 (`shares`), not the layer "

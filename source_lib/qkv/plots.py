@@ -127,3 +127,35 @@ def mask_grid(mask, query_labels=None, key_labels=None, ax=None, title=None, mar
     if title:
         ax.set_title(title)
     return ax
+
+
+# ---------------------------------------------------------------- one query's row, one key marked (lesson 05)
+
+def marked_weights_bar(weights, labels, marked, ax=None, title=None):
+    # [n] weights of one query over n keys; key `marked` is hatched and named on the figure, so that colour is not
+    # the only thing that sets it apart, and every bar carries its weight as text
+    weights = np.asarray(weights, dtype=float)
+    ax = _axes(ax, (max(5.0, 0.6 * len(weights) + 1.5), 3.2))
+    others = np.arange(len(weights)) != marked
+    ax.bar(np.flatnonzero(others), weights[others], color="#1f5f99", edgecolor="black")
+    ax.bar([marked], weights[[marked]], color="#f5b971", edgecolor="black", hatch="//")
+    for j, weight in enumerate(weights):
+        ax.text(j, weight + 0.02, f"{weight:.2f}", ha="center", va="bottom", fontsize=8,
+                fontweight="bold" if j == marked else "normal")
+    ax.set_xticks(range(len(weights)), [repr(str(label)) for label in labels], rotation=30, ha="right")
+    ax.set_ylim(0, 1.15)
+    ax.set_xlabel(f"key (attended to); hatched: {str(labels[marked])!r}")
+    ax.set_ylabel("weight")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def weights_description(weights, labels, marked, query=None):
+    """The text alternative of marked_weights_bar: every key's weight in order, the marked key and the largest named."""
+    weights = np.asarray(weights, dtype=float)
+    largest = int(np.argmax(weights))
+    who = f"the query {str(query)!r}" if query is not None else "one query"
+    return (f"Bar chart of the weights {who} puts on each of {len(weights)} keys: "
+            + ", ".join(f"{str(label)!r} {weight:.2f}" for label, weight in zip(labels, weights))
+            + f". Marked key {str(labels[marked])!r}: {weights[marked]:.2f}; largest: {str(labels[largest])!r}.")
