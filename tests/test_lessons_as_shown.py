@@ -351,3 +351,16 @@ def test_lesson06_sentences_about_head_patterns_hold(shown):
             "induction heads"):
         assert np.mean(random_heads) - intact < 0.25 * (induction - intact)
         assert induction - intact > 0.5 * (m["first_copy_loss"] - intact)
+
+
+
+def test_lesson07_says_its_attention_rates_are_read_from_the_run_and_the_cell_prints_them():
+    # lesson 07 is not run here (it times forward passes, and a busy machine turns its rates around: measured while
+    # this test was written, attention ran at 0.8 to 2.4 times the recurrence's FLOP rate, falling with T), so its
+    # text makes no claim on the direction, and the cell that measures prints the verdicts the text points to
+    cells = {c.get("id"): c.source for c in nbformat.read(SOLUTIONS / "07-cost" / "07-cost.ipynb", as_version=4).cells}
+    assert says("07-cost", "5ef6e9f0", "Whether they ran at a higher FLOP rate than the recurrence's tiny steps here, "
+                "and whether their rate rose or fell with $T$, the last two lines say")
+    assert "attention's own FLOP rate {trend} with T" in cells["0c12081b"]
+    assert "'higher at every length' if min(rates) > 1" in cells["0c12081b"]
+    assert "busier as $T$ grows" not in cells["5ef6e9f0"], "lesson 07 measures the rate; it need not rise with T"
