@@ -52,3 +52,14 @@ def test_every_figure_function_names_both_axes():
     for ax in (ax for ax in drawn if ax.axison):   # head_heatmaps switches off the cells of its grid it leaves empty
         assert ax.get_xlabel() and ax.get_ylabel(), (ax.get_title(), ax.get_xlabel(), ax.get_ylabel())
     plt.close("all")
+
+
+def test_the_marked_key_is_told_by_more_than_colour_and_the_text_alternative_holds_every_weight():
+    # issue 46: lesson 05's content-lookup head; the marked bar is hatched and every bar carries its weight as text
+    ax = plots.marked_weights_bar([0.1, 0.7, 0.2], ["The", " animal", " it"], 1)
+    assert ax.get_xlabel() and ax.get_ylabel() and "' animal'" in ax.get_xlabel()
+    assert [bool(patch.get_hatch()) for patch in sorted(ax.patches, key=lambda p: p.get_x())] == [False, True, False]
+    assert {text.get_text() for text in ax.texts} == {"0.10", "0.70", "0.20"}
+    plt.close("all")
+    text = plots.weights_description([0.1, 0.7, 0.2], ["The", " animal", " it"], 1, " it")
+    assert "'The' 0.10, ' animal' 0.70, ' it' 0.20" in text and "Marked key ' animal': 0.70" in text
