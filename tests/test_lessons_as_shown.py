@@ -4,8 +4,11 @@ agrees with the numbers the notebook prints.
 
 Each solution notebook below runs once for the module, without its graded test cells (they draw nothing), in a
 kernel that records every figure matplotlib draws, pyplot's and the widgets' alike (a Figure.draw wrapper), with
-the cell it came from; a last cell hands the test the arrays a sentence is about. Lesson 05 reads SmolLM2's
-results from qkv.model_cache, as every run of it does.
+the cell it came from; a last cell hands the test the arrays a sentence is about, and what each cell printed is
+kept. Lessons 05 and 06 read SmolLM2's results from qkv.model_cache, as every run of them does.
+
+Issue 46: a sentence of lessons 05-07 that states a measured result is quoted by the test that checks its numbers
+(`says`), so that rewording it fails until the test follows, and a change that makes it false fails on the numbers.
 """
 import json
 import os
