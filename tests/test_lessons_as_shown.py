@@ -67,7 +67,9 @@ EXTRACTS = {
                 "'it_difference': float(_np.abs(wide_weights[readers[0], :readers[0] + 1] - animal_run.weights["
                 "content_layer][content_head, readers[0], :readers[0] + 1]).max())}, "
                 "'patterns': {name: score.tolist() for name, score in patterns.items()}, "
-                "'spread_within_layer': spread_within_layer.tolist()}",
+                "'spread_within_layer': spread_within_layer.tolist(), "
+                "'rope_change': {k: float(v) for k, v in rope_change.items()}, "
+                "'bank_similarity': {label: v.tolist() for label, v in similarity.items()}, 'settled': int(settled)}",
     "06-sinks": "{'top4_on_first_or_stops': [float(x) for x in top4_on_first_or_stops], 'shares': shares.tolist(), "
                 "'baseline': float(baseline), 'replaced_share': replaced_share, 'on_key_0': on_key_0, "
                 "'on_key_1': on_key_1, 'weight_share': weight_share.tolist(), "
@@ -76,7 +78,8 @@ EXTRACTS = {
                 "'long_ppl': long_ppl, 'chunk_loss': {k: v.tolist() for k, v in chunk_loss.items()}, "
                 "'same_as_full': same_as_full, 'window': window, 'chunk': chunk, "
                 "'diagonal': score_maps['diagonal'].tolist(), 'ablation_loss': list(ablation_loss.values()), "
-                "'first_copy_loss': float(copy_losses()[0])}",
+                "'first_copy_loss': float(copy_losses()[0]), "
+                "'predicted': {prompt: model.tokens(smol, [target])[0] for prompt, _, target, _, _ in rows}}",
 }
 
 
@@ -276,6 +279,23 @@ def test_lesson05_sentences_about_head_patterns_hold(shown):
         assert np.median(measured["spread_within_layer"]) > 1.0     # nats between a layer's most and least spread
 
 
+def test_lesson05_sentences_about_context_and_rope_hold(shown):
+    measured = shown["05-heads"]["extract"]
+    similarity = {label: np.array(v) for label, v in measured["bank_similarity"].items()}
+    if says("05-heads", "cell-static-outro", "At depth 0 the three vectors are one and the same row of the table "
+            "(cosine 1). Block after block they move apart"):
+        assert all(np.isclose(v[0], 1.0, atol=1e-5) and v[-1] < 0.99 for v in similarity.values())
+    if says("05-heads", "cell-static-outro", "from the depth printed last onwards the two riverside *banks* stay "
+            "closer to each other than either stays to the *bank* with an account"):
+        assert 0 < measured["settled"] < len(similarity["river / money"])
+    change = measured["rope_change"]
+    if says("05-heads", "cell-rope-outro", "Without the rotation the difference is rounding noise"):
+        assert change["no rotation"] < 1e-5
+    if says("05-heads", "cell-rope-outro", "With RoPE the same shuffle moves an output entry by up to a fifth of the "
+            "largest output entry"):
+        assert 0.12 < change["RoPE"] < 0.3, change
+
+
 def test_lesson06_sentences_about_the_sink_hold(shown):
     m = shown["06-sinks"]["extract"]
     shares, baseline = np.array(m["shares"]), m["baseline"]
@@ -289,6 +309,8 @@ def test_lesson06_sentences_about_the_sink_hold(shown):
     if says("06-sinks", "5a15bd74", "Most heads in the middle and late layers park most of their weight on the "
             "first token"):
         assert np.median(shares[len(shares) // 3:]) > 0.5
+    if says("06-sinks", "21d7cc93", "not arithmetic (read its continuation of \"Two plus two equals\" in the table)"):
+        assert m["predicted"]["Two plus two equals"].strip().lower() not in ("four", "4")
 
 
 def test_lesson06_sentences_about_weight_and_contribution_hold(shown):
