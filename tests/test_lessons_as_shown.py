@@ -69,7 +69,8 @@ EXTRACTS = {
                 "'patterns': {name: score.tolist() for name, score in patterns.items()}, "
                 "'spread_within_layer': spread_within_layer.tolist(), "
                 "'rope_change': {k: float(v) for k, v in rope_change.items()}, "
-                "'bank_similarity': {label: v.tolist() for label, v in similarity.items()}, 'settled': int(settled)}",
+                "'bank_similarity': {label: v.tolist() for label, v in similarity.items()}, 'settled': int(settled), "
+                "'on_first_token': on_first_token.tolist()}",
     "06-sinks": "{'top4_on_first_or_stops': [float(x) for x in top4_on_first_or_stops], 'shares': shares.tolist(), "
                 "'baseline': float(baseline), 'replaced_share': replaced_share, 'on_key_0': on_key_0, "
                 "'on_key_1': on_key_1, 'weight_share': weight_share.tolist(), "
@@ -275,6 +276,8 @@ def test_lesson05_sentences_about_head_patterns_hold(shown):
         assert patterns["diagonal (itself)"].max() > 0.5 and patterns["previous token"].max() > 0.5
     if says("05-heads", "cell-patterns-outro", "in many heads and layers, most of the weight goes to the first token"):
         assert np.mean(patterns["first token"] > 0.5) > 0.25
+    if says("05-heads", "cell-35", "most heads here put much of their weight on the first token"):
+        assert np.mean(np.array(measured["on_first_token"]) > 0.25) > 0.5   # the last layer's heads
     if says("05-heads", "cell-55", "heads of one layer behave very differently on the same input"):
         assert np.median(measured["spread_within_layer"]) > 1.0     # nats between a layer's most and least spread
 
