@@ -428,7 +428,10 @@ def test_a_students_clone_takes_the_next_week_with_make_update_and_keeps_their_w
     first = f"notebooks/{LESSONS[0].slug}/{LESSONS[0].slug}.ipynb"
     released_first = (instructor / first).read_bytes()
     (instructor / first).write_bytes(released_first.replace(b"Check yourself", b"Check yuorself", 1))
-    git(instructor, "commit", "--quiet", "-am", f"qkv student edition: lessons {LESSONS[0].slug} (a typo)")
+    readme = (instructor / "README.md").read_text()  # the badge, pointed at the class repository once
+    (instructor / "README.md").write_text(re.sub(r"<!-- Instructor: .*? -->\n", "", readme, flags=re.S)
+                                          .replace("YOUR-GITHUB-ACCOUNT/YOUR-COURSE-REPOSITORY", "a-school/qkv-2027"))
+    git(instructor, "commit", "--quiet", "-am", f"qkv student edition: lessons {LESSONS[0].slug} (a typo; the badge)")
     git(tmp_path, "clone", "--quiet", "--bare", str(instructor), "class.git")
 
     # a student clones it, installs (make lab does the same first), works and saves
@@ -451,6 +454,9 @@ def test_a_students_clone_takes_the_next_week_with_make_update_and_keeps_their_w
     assert "(3 commits)" in built.stdout, built.stdout
     git(instructor, "push", "--quiet", str(tmp_path / "class.git"), "main")
     assert every_commit_holds_only_what_a_class_needs(instructor, tmp_path / "commits") == 3
+    readme = (instructor / "README.md").read_text()
+    assert "mybinder.org/v2/gh/a-school/qkv-2027/HEAD" in readme and "Instructor:" not in readme
+    assert "YOUR-GITHUB-ACCOUNT" not in readme and LESSONS[1].slug in readme
 
     # two ways the student could be in the way: each stops the update, says why and what to do, changes nothing
     head = git(student, "rev-parse", "HEAD")

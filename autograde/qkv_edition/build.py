@@ -546,6 +546,7 @@ def build(dest, lessons=None, handouts=None, root=ROOT, build_student_library=No
         write_edition(stage, root, released, handed_out, build_student_library)
         if on_top:
             corrections = history.carry_notebooks(stage, dest)
+            history.carry_badge(stage, dest)
             history.commit_on_top(stage, dest, commit_message(released, handed_out, root)
                                   + "".join(f"Corrected: {new}, beside {old}.\n" for old, new in corrections))
             shutil.rmtree(stage)

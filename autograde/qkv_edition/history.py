@@ -105,6 +105,22 @@ def carry_notebooks(stage, dest):
     return added
 
 
+PLACEHOLDER = "YOUR-GITHUB-ACCOUNT/YOUR-COURSE-REPOSITORY"  # the badge's repository in templates/README.md
+BADGE = re.compile(r"https://mybinder\.org/v2/gh/([\w.-]+/[\w.-]+)/HEAD")
+INSTRUCTOR_NOTE = re.compile(r"<!-- Instructor: .*? -->\n", re.S)
+
+
+def carry_badge(stage, dest):
+    """The staged README's Binder badge points where DEST's did: the repository the instructor put in it once, and
+    without the note asking for it."""
+    shipped = _git(dest, "show", "HEAD:README.md", check=False).stdout
+    found = BADGE.search(shipped)
+    if not found or found.group(1) == PLACEHOLDER:
+        return
+    readme = pathlib.Path(stage) / "README.md"
+    readme.write_text(INSTRUCTOR_NOTE.sub("", readme.read_text().replace(PLACEHOLDER, found.group(1))))
+
+
 def commit_on_top(stage, dest, message):
     """Commit the staged edition, exactly its files, on top of DEST's last commit, and fast-forward DEST's checkout
     to it. Returns the new commit, or None when the stage holds what DEST's last commit holds."""
