@@ -522,7 +522,7 @@ def build(dest, lessons=None, handouts=None, root=ROOT, build_student_library=No
     if not released:
         raise Refused("LESSONS names no lesson")
     on_top = dest.exists() and (not dest.is_dir() or any(dest.iterdir()))  # an earlier edition: this week on top
-    if on_top and (reason := history.why_not_on_top(dest) or history.dropped(dest, released)):
+    if on_top and (reason := history.why_not_on_top(dest, released)):
         raise Refused(reason)
     library_source = root / "source_lib" / "qkv"
     if pathlib.Path(qkv.lessons.LIBRARY) != library_source:
@@ -545,10 +545,7 @@ def build(dest, lessons=None, handouts=None, root=ROOT, build_student_library=No
     try:
         write_edition(stage, root, released, handed_out, build_student_library)
         if on_top:
-            corrections = history.carry_notebooks(stage, dest)
-            history.carry_badge(stage, dest)
-            history.commit_on_top(stage, dest, commit_message(released, handed_out, root)
-                                  + "".join(f"Corrected: {new}, beside {old}.\n" for old, new in corrections))
+            history.add_week(stage, dest, commit_message(released, handed_out, root))
             shutil.rmtree(stage)
         else:
             commit(stage, released, handed_out, root)

@@ -17,7 +17,7 @@ import re
 import subprocess
 import tempfile
 
-MARK = "qkv student edition"  # how an edition's commit message begins (qkv_edition.build.commit writes it)
+MARK = "qkv student edition"  # how the first line of an edition's commit begins (qkv_edition.build.commit_message)
 CORRECTED = re.compile(r"\.corrected(-\d+)?\.ipynb$")  # notebooks/01-lookup/01-lookup.corrected-2.ipynb
 
 
@@ -25,9 +25,18 @@ def _git(folder, *args, env=None, check=True):
     return subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, check=check, env=env)
 
 
-def why_not_on_top(dest):
-    """None when DEST is an earlier edition with nothing uncommitted (the new week can go on top of it), else the
-    sentence that says why not."""
+def add_week(stage, dest, message):
+    """The staged edition (a new week) as one commit on top of DEST, an earlier edition: its notebooks kept and
+    corrections beside them, the badge's repository kept. Returns the commit (None when nothing changed)."""
+    corrections = carry_notebooks(stage, dest)
+    carry_badge(stage, dest)
+    return commit_on_top(stage, dest, message + "".join(f"Corrected: {new}, beside {old}.\n"
+                                                        for old, new in corrections))
+
+
+def why_not_on_top(dest, released):
+    """None when DEST is an earlier edition with nothing uncommitted, whose lessons the new week (`released`)
+    releases too (the week can go on top of it), else the sentence that says why not."""
     dest = pathlib.Path(dest)
     not_an_edition = (f"{dest} already exists and is not empty: choose a new folder for DEST, or an earlier edition "
                       f"(a folder `make student-edition` built, to add this week on top of its history)")
@@ -41,7 +50,7 @@ def why_not_on_top(dest):
     if status:
         return (f"{dest} is an earlier edition with changes not committed:\n{status.rstrip()}\ncommit them or "
                 f"discard them (git -C {dest} status), then run make student-edition again")
-    return None
+    return dropped(dest, released)
 
 
 def released_before(dest):
