@@ -76,7 +76,8 @@ binder-check:
 
 # Instructors: the repository to publish for a graded class (issue 33): the released lessons' notebooks, the student
 # build of qkv (no answer to an open lesson), Binder's files, a Makefile and a README for students; its own git
-# repository with one commit. LESSONS: all by default; HANDOUTS (lessons whose reference code ships as-is): none.
+# repository with one commit, or one commit more when DEST is an earlier edition (the week on top, for students'
+# `make update`). LESSONS: all by default; HANDOUTS (lessons whose reference code ships as-is): none.
 #   make student-edition DEST=folder [LESSONS=01-lookup,02-by-hand] [HANDOUTS=01-lookup]
 student-edition: $(VENV)/.installed
 	@test -n "$(DEST)" || { echo "usage: make student-edition DEST=folder [LESSONS=01-lookup,...] [HANDOUTS=01-lookup,...]"; exit 2; }

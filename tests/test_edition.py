@@ -129,14 +129,14 @@ def files_of(folder):
 
 # ---------------------------------------------------------------- item 1: what it holds, and nothing more
 
-@pytest.mark.parametrize("number", [LESSONS[0].number, LESSONS[-1].number])
-def test_edition_holds_what_a_class_needs_and_nothing_more(edition, number):
-    folder = edition(number)
-    released, _ = usual_term(number)
-    files = files_of(folder)
+def holds_only_what_a_class_needs(folder, files, released):
+    """The allowlist over one tree of an edition (a commit's or the checkout's): its files, no solution, hidden
+    test, answer table or bytecode. A released notebook may have corrections beside it (NN-name.corrected.ipynb)."""
+    corrected = re.compile(r"notebooks/(\d\d-[a-z-]+)/\1\.corrected(-\d+)?\.ipynb$")
     notebooks = {f"notebooks/{row.slug}/{row.slug}.ipynb" for row in released}
     library = [f for f in files if f.startswith("source_lib/qkv/")]
-    unexpected = [f for f in files if f not in TOP_FILES | STUDENT_CONFIG | notebooks and f not in library]
+    unexpected = [f for f in files if f not in TOP_FILES | STUDENT_CONFIG | notebooks and f not in library
+                  and not corrected.match(f)]
     assert not unexpected, f"the edition holds files nobody asked for: {unexpected}"
     assert TOP_FILES | STUDENT_CONFIG | notebooks <= set(files)
     assert "source_lib/qkv/__init__.py" in library and "source_lib/qkv/checks/lesson01.py" in library
@@ -144,12 +144,6 @@ def test_edition_holds_what_a_class_needs_and_nothing_more(edition, number):
         parts = pathlib.PurePath(name).parts
         assert pathlib.PurePath(name).suffix in LIBRARY_SUFFIXES, name
         assert not set(parts) & (INSTRUCTOR_ONLY | {"__pycache__"}), name
-    for row in released:  # the release, byte for byte (nbgrader generates it from solutions/)
-        notebook = f"notebooks/{row.slug}/{row.slug}.ipynb"
-        assert (folder / notebook).read_bytes() == (RELEASE / row.slug / f"{row.slug}.ipynb").read_bytes()
-    for name in STUDENT_CONFIG | {"jupyter/lab-overrides.json", "source_lib/pyproject.toml"}:
-        assert (folder / name).read_bytes() == (ROOT / name).read_bytes(), name
-
     for name in files:
         path = folder / name
         text = path.read_text(errors="replace") if path.suffix != ".gz" else ""
@@ -160,8 +154,39 @@ def test_edition_holds_what_a_class_needs_and_nothing_more(edition, number):
                         for t in node.targets if isinstance(t, ast.Name)}
             assert not assigned & {"ANSWERS", "EXPLANATIONS"}, f"{name} holds an answer table"
 
+
+def every_commit_holds_only_what_a_class_needs(folder, scratch):
+    """Each commit of an edition's history passes the allowlist, not only the last: a student's clone has them all.
+    Returns the number of commits."""
+    commits = subprocess.run(["git", "rev-list", "--all"], cwd=folder, capture_output=True, text=True,
+                             check=True).stdout.split()
+    for commit in commits:
+        tree = pathlib.Path(scratch) / commit
+        tree.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", commit], cwd=folder, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        shown = subprocess.run(["git", "show", "--no-patch", "--format=%B", commit], cwd=folder, capture_output=True,
+                               text=True, check=True).stdout
+        slugs_released = re.match(r"qkv student edition: lessons ([^(\n]+)", shown).group(1).split(", ")
+        released = [row for row in LESSONS if row.slug in [s.strip() for s in slugs_released]]
+        holds_only_what_a_class_needs(tree, files_of(tree), released)
+    return len(commits)
+
+
+@pytest.mark.parametrize("number", [LESSONS[0].number, LESSONS[-1].number])
+def test_edition_holds_what_a_class_needs_and_nothing_more(edition, number, tmp_path):
+    folder = edition(number)
+    released, _ = usual_term(number)
+    files = files_of(folder)
+    holds_only_what_a_class_needs(folder, files, released)
+    for row in released:  # the release, byte for byte (nbgrader generates it from solutions/)
+        notebook = f"notebooks/{row.slug}/{row.slug}.ipynb"
+        assert (folder / notebook).read_bytes() == (RELEASE / row.slug / f"{row.slug}.ipynb").read_bytes()
+    for name in STUDENT_CONFIG | {"jupyter/lab-overrides.json", "source_lib/pyproject.toml"}:
+        assert (folder / name).read_bytes() == (ROOT / name).read_bytes(), name
+
     git = functools.partial(subprocess.run, cwd=folder, capture_output=True, text=True, check=True)
-    assert git(["git", "rev-list", "--count", "--all"]).stdout.strip() == "1", "one commit, no history"
+    assert every_commit_holds_only_what_a_class_needs(folder, tmp_path) == 1, "a new edition: one commit, no history"
     assert git(["git", "status", "--porcelain", "--ignored"]).stdout == "", "everything committed, nothing else"
     assert git(["git", "remote"]).stdout == ""
     assert sorted(git(["git", "ls-files"]).stdout.split()) == files
@@ -311,7 +336,10 @@ def test_every_lesson_runs_in_its_edition_with_the_solutions_answers(edition, nu
 def borrowed_venv(tmp_path_factory):
     """A new virtual environment that sees this environment's packages (a .pth line) without their qkv: the
     edition's `make install` finds every package present, and installs only the edition's library into it."""
-    venv = tmp_path_factory.mktemp("venv") / "env"
+    return borrow_environment(tmp_path_factory.mktemp("venv") / "env")
+
+
+def borrow_environment(venv):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
@@ -377,3 +405,158 @@ def test_the_editions_make_lab_installs_and_opens_its_first_lesson(edition, borr
             process.wait()
     # the edition's library is what that environment imports (this checkout's keeps its own: the fixture above)
     assert library_of(borrowed_venv / "bin" / "python") == str(folder / "source_lib" / "qkv" / "__init__.py")
+
+
+# ---------------------------------------------------------------- issue 41: the week after, in place
+
+def student_make(folder, *targets):
+    """`make` in a student's clone as a student runs it: no variable of this checkout's environment."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "JUPYTER_CONFIG_PATH", "QKV_SELF_STUDY",
+                                                             "VIRTUAL_ENV", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    return subprocess.run(["make", "--no-print-directory", "-C", str(folder), *targets], capture_output=True,
+                          text=True, env=env, timeout=600)
+
+
+def test_a_students_clone_takes_the_next_week_with_make_update_and_keeps_their_work(course, edition, tmp_path):
+    def git(folder, *args):
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args], cwd=folder,
+                              capture_output=True, text=True, check=True).stdout
+
+    # the instructor's week 01, whose lesson-01 notebook turns out to need a correction, published to a class repo
+    instructor = tmp_path / "edition"
+    shutil.copytree(edition(LESSONS[0].number), instructor, symlinks=True)
+    first = f"notebooks/{LESSONS[0].slug}/{LESSONS[0].slug}.ipynb"
+    released_first = (instructor / first).read_bytes()
+    (instructor / first).write_bytes(released_first.replace(b"Check yourself", b"Check yuorself", 1))
+    readme = (instructor / "README.md").read_text()  # the badge, pointed at the class repository once
+    (instructor / "README.md").write_text(re.sub(r"<!-- Instructor: .*? -->\n", "", readme, flags=re.S)
+                                          .replace("YOUR-GITHUB-ACCOUNT/YOUR-COURSE-REPOSITORY", "a-school/qkv-2027"))
+    git(instructor, "commit", "--quiet", "-am", f"qkv student edition: lessons {LESSONS[0].slug} (a typo; the badge)")
+    git(tmp_path, "clone", "--quiet", "--bare", str(instructor), "class.git")
+
+    # a student clones it, installs (make lab does the same first), works and saves
+    student = tmp_path / "student"
+    git(tmp_path, "clone", "--quiet", "class.git", str(student))
+    borrow_environment(student / ".venv")
+    installed = student_make(student, "install")
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    work = (student / first).read_bytes().replace(b'"# YOUR CODE HERE', b'"mine = 42  # my work\n# YOUR CODE HERE')
+    assert work != (student / first).read_bytes()
+    (student / first).write_bytes(work)
+    (student / "notebooks" / "scratch.txt").write_text("my notes")
+    before = {"venv": (student / ".venv").stat().st_ino, "python": (student / ".venv/bin/python").stat().st_ino,
+              "installed": (student / ".venv/.installed").stat().st_mtime_ns}
+
+    # the instructor builds week 02 on top of week 01 and pushes it
+    week2, handouts2 = usual_term(LESSONS[1].number)
+    built = make_edition(course, instructor, lessons=slugs(week2), handouts=slugs(handouts2))
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert "(3 commits)" in built.stdout, built.stdout
+    git(instructor, "push", "--quiet", str(tmp_path / "class.git"), "main")
+    assert every_commit_holds_only_what_a_class_needs(instructor, tmp_path / "commits") == 3
+    readme = (instructor / "README.md").read_text()
+    assert "mybinder.org/v2/gh/a-school/qkv-2027/HEAD" in readme and "Instructor:" not in readme
+    assert "YOUR-GITHUB-ACCOUNT" not in readme and LESSONS[1].slug in readme
+
+    # two ways the student could be in the way: each stops the update, says why and what to do, changes nothing
+    head = git(student, "rev-parse", "HEAD")
+    with open(student / "README.md", "a") as readme:
+        readme.write("my edit\n")
+    refused = student_make(student, "update")
+    assert refused.returncode != 0 and "README.md" in refused.stdout and "git checkout -- FILE" in refused.stdout
+    git(student, "checkout", "--", "README.md")
+    git(student, "commit", "--quiet", "--allow-empty", "-m", "my own commit")
+    refused = student_make(student, "update")
+    assert refused.returncode != 0 and "commits of your own" in refused.stdout and "git pull --rebase" in refused.stdout
+    git(student, "reset", "--quiet", "--soft", "HEAD~1")
+    assert git(student, "rev-parse", "HEAD") == head
+
+    updated = student_make(student, "update")
+    said = updated.stdout + updated.stderr
+    assert updated.returncode == 0, said
+    second = f"notebooks/{LESSONS[1].slug}/{LESSONS[1].slug}.ipynb"
+    corrected = f"notebooks/{LESSONS[0].slug}/{LESSONS[0].slug}.corrected.ipynb"
+    assert f"New lesson: {second}" in said and f"Corrected notebook: {corrected}" in said, said
+    assert "Dependencies unchanged" in said and "pip" not in said, said
+    took = re.search(r"make update took (\d+\.\d+) s", said)
+    assert took, said
+    du = [subprocess.run(["du", "-sh", *options, str(instructor)], capture_output=True, text=True).stdout.split()[0]
+          for options in (["--exclude=.git"], [])]
+    print(f"make update took {took.group(1)} s; the edition of week 02: {du[0]}, {du[1]} with its history")
+
+    # their work byte for byte, the new lesson and the correction beside their notebook, the same environment
+    assert (student / first).read_bytes() == work
+    assert (student / "notebooks" / "scratch.txt").read_text() == "my notes"
+    assert (student / second).read_bytes() == (RELEASE / LESSONS[1].slug / f"{LESSONS[1].slug}.ipynb").read_bytes()
+    assert (student / corrected).read_bytes() == released_first
+    assert before == {"venv": (student / ".venv").stat().st_ino, "python": (student / ".venv/bin/python").stat().st_ino,
+                      "installed": (student / ".venv/.installed").stat().st_mtime_ns}, "the same .venv, untouched"
+    assert git(student, "status", "--porcelain") == f" M {first}\n?? notebooks/scratch.txt\n"
+    assert git(student, "rev-parse", "HEAD") == git(instructor, "rev-parse", "HEAD")
+
+
+# ---------------------------------------------------------------- issue 41: what a student reads
+
+def test_a_withheld_function_called_on_other_inputs_says_what_why_and_what_to_do_in_three_lines(edition):
+    folder = edition(LESSONS[0].number)
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import numpy as np\nfrom qkv.attention import softmax\nsoftmax(np.array([1.0, 2.0, 7.0]))")])
+    env = {k: v for k, v in os.environ.items() if k not in ("QKV_SELF_STUDY", "QKV_AUTOGRADE", "PYTHONPATH")}
+    env.update(PYTHONPATH=str(folder / "source_lib"))
+    NotebookClient(notebook, timeout=120, kernel_name="python3", allow_errors=True).execute(env=env, cwd=str(folder))
+    (error,) = [o for o in notebook.cells[0].outputs if o.output_type == "error"]
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(error.traceback)).splitlines()
+    assert error.ename == "NotInThisEdition" and len(shown) <= 3, "\n".join(shown)
+    assert "softmax" in shown[0] and shown[1].startswith("Why:") and shown[2].startswith("What to do:"), shown
+
+
+def test_the_editions_texts_promise_nothing_it_lacks_and_name_every_option_of_make(edition):
+    folder = edition(LESSONS[-1].number)
+    for notebook in sorted((folder / "notebooks").glob("*/*.ipynb")):
+        text = notebook.read_text().lower()
+        assert "self-study" not in text and "qkv_self_study" not in text, f"{notebook.name} promises self-study mode"
+    readme = (folder / "README.md").read_text()
+    assert "self-study" not in readme.lower()
+    environment = (folder / "environment.yml").read_text()
+    for absent in ("formgrader", "feedback", "autograde", "make test", "grade_class"):
+        assert absent not in environment, f"environment.yml speaks of {absent!r}, which the edition does not ship"
+    options = re.findall(r"^([A-Z_]+)\s*\?=", (folder / "Makefile").read_text(), re.M)
+    assert "LAB_ARGS" in options
+    for option in options:
+        assert f"`{option}`" in readme, f"the Makefile's {option} is not in the edition's README"
+
+
+def test_validate_over_wrong_self_check_answers_says_they_are_recorded_and_graded_at_collection(edition, tmp_path):
+    from qkv.checking.questions import answer_key
+    key = answer_key()
+    folder = edition(LESSONS[0].number)
+    lesson = LESSONS[0]
+    notebook = solved(folder / "notebooks" / lesson.slug / f"{lesson.slug}.ipynb", lesson)
+    wrong = 0
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown" and cell.metadata.get("nbgrader", {}).get("solution"):
+            cell.source = "My answer in words."  # written answers are graded by hand: answered, not listed
+        name = (grade_id(cell) or "").removeprefix("answer_") if cell.cell_type == "code" else None
+        if name in key:
+            correct = key[name][0]
+            value = next(c for c in "abcd" if c != correct) if isinstance(correct, str) else 3 * abs(correct) + 1
+            cell.source = f"{name} = {value!r}"
+            wrong += 1
+    assert wrong >= 3
+    here = folder / "notebooks" / lesson.slug
+    path = here / "wrong-answers.ipynb"  # beside the lesson's, as a student's copy would be
+    nbformat.write(notebook, path)
+    try:
+        env = {k: v for k, v in os.environ.items() if k not in ("QKV_SELF_STUDY", "QKV_AUTOGRADE", "PYTHONPATH")}
+        env.update(PYTHONPATH=str(folder / "source_lib"), JUPYTER_CONFIG_PATH=str(folder / "jupyter" / "student"),
+                   MPLBACKEND="Agg")
+        done = subprocess.run([str(pathlib.Path(sys.executable).parent / "nbgrader"), "validate", path.name],
+                              cwd=here, env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        path.unlink()
+    said = " ".join(done.stdout.split())
+    assert "Success!" not in said, said
+    assert f"VALIDATE LISTS {wrong} CELL(S) BELOW" in said and "answer was recorded and is graded when the notebook " \
+        "is collected" in said, said
+    assert said.count("answer recorded") == wrong and "..." not in said, said
+    assert said.count("It is graded when the notebook is collected: Validate cannot tell whether it is right") == wrong

@@ -1,7 +1,8 @@
 """`make student-edition DEST=... [LESSONS=...] [HANDOUTS=...]`: the repository an instructor publishes for a graded
-class (issue 33). Its own `git init` and one commit, no history of this repository; it holds the released lessons'
-notebooks, the student build of `qkv` (qkv_edition.library.build_student_library), and what Binder and `make lab`
-need: environment.yml without the test-only lines, postBuild, start (self-study answers off), jupyter/student,
+class (issue 33). Its own `git init` and one commit, no history of this repository (or, when DEST is an earlier
+edition, one commit more on top of its history: qkv_edition.history); it holds the released lessons' notebooks, the
+student build of `qkv` (qkv_edition.library.build_student_library), and what Binder and `make lab` need:
+environment.yml without the test-only lines, postBuild, start (self-study answers off), jupyter/student,
 jupyter/lab-overrides.json, a Makefile and a README for students (templates/). Nothing else: no solutions/,
 autograde/, tests/, bench/, hidden tests, answer keys, no bytecode.
 
@@ -33,6 +34,7 @@ from qkv_autograde.kernels.kernel_view import (graded_references)  # noqa: F401 
 import nbformat
 
 import qkv.lessons
+from qkv_edition import history
 
 STARTED = time.monotonic()  # the command's time (python -m qkv_edition.build)
 ROOT = pathlib.Path(__file__).resolve().parents[2]  # autograde/qkv_edition/build.py -> the course checkout
@@ -402,8 +404,8 @@ def parse_lessons(text, what):
 
 
 def environment_for_students(text):
-    """environment.yml without its test-only part: the `#test:` lines, the comments that introduce them, and the
-    header's sentences about `make test` (replaced by the edition's own)."""
+    """environment.yml without its test-only part (the `#test:` lines) and without the course's comments, which
+    speak of the instructor's tools (the header is the edition's own)."""
     lines = text.splitlines()
     kept = []
     for index, line in enumerate(lines):
@@ -413,8 +415,11 @@ def environment_for_students(text):
             continue  # the comment that says what the test-only line after it is for
         kept.append(line)
     body = kept[next(i for i, line in enumerate(kept) if not line.startswith("#")):]
+    # the course's comments say why instructors need a package (formgrader, feedback pages): not this edition's
+    body = [line for line in body if not line.lstrip().startswith("#")]
     return ("# The packages and versions of this edition of qkv. Binder builds from this file; `make install`\n"
-            "# (used by `make lab`) installs its pip section.\n" + "\n".join(body).rstrip("\n") + "\n")
+            "# (used by `make lab` and `make update`) installs its pip section.\n"
+            + "\n".join(body).rstrip("\n") + "\n")
 
 
 def fill(template, **values):
@@ -478,17 +483,21 @@ def write_edition(stage, root, released, handouts, build_student_library):
             path.unlink()
 
 
+def commit_message(released, handouts, root):
+    source = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
+    revision = source.stdout.strip() if source.returncode == 0 else ""
+    built_from = f" (built from qkv {revision})" if revision else ""
+    return (f"{history.MARK}: lessons {', '.join(row.slug for row in released)}{built_from}\n\n"
+            f"Handouts (reference code shipped as-is): {', '.join(row.slug for row in handouts) or 'none'}.\n")
+
+
 def commit(stage, released, handouts, root):
     def git(*args, **kwargs):
         return subprocess.run(["git", *args], cwd=stage, check=True, capture_output=True, text=True, **kwargs)
 
     git("init", "--quiet", "--initial-branch=main", "--template=")
     git("add", "--all")
-    source = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
-    revision = source.stdout.strip() if source.returncode == 0 else ""
-    built_from = f" (built from qkv {revision})" if revision else ""
-    message = (f"qkv student edition: lessons {', '.join(row.slug for row in released)}{built_from}\n\n"
-               f"Handouts (reference code shipped as-is): {', '.join(row.slug for row in handouts) or 'none'}.\n")
+    message = commit_message(released, handouts, root)
     identity = []
     for key, default in (("user.name", "qkv student edition"), ("user.email", "qkv-student-edition@localhost")):
         if subprocess.run(["git", "config", key], cwd=stage, capture_output=True).returncode != 0:
@@ -512,9 +521,9 @@ def build(dest, lessons=None, handouts=None, root=ROOT, build_student_library=No
     handed_out = parse_lessons(handouts, "HANDOUTS") if handouts else ()
     if not released:
         raise Refused("LESSONS names no lesson")
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise Refused(f"{dest} already exists and is not empty: choose a new folder for DEST (the edition is a new "
-                      "repository, never written over another)")
+    on_top = dest.exists() and (not dest.is_dir() or any(dest.iterdir()))  # an earlier edition: this week on top
+    if on_top and (reason := history.why_not_on_top(dest, released)):
+        raise Refused(reason)
     library_source = root / "source_lib" / "qkv"
     if pathlib.Path(qkv.lessons.LIBRARY) != library_source:
         raise Refused(f"this Python imports qkv from {qkv.lessons.LIBRARY}, not from {library_source}: run "
@@ -535,10 +544,14 @@ def build(dest, lessons=None, handouts=None, root=ROOT, build_student_library=No
     stage = pathlib.Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
     try:
         write_edition(stage, root, released, handed_out, build_student_library)
-        commit(stage, released, handed_out, root)
-        if dest.exists():
-            dest.rmdir()  # empty: checked above
-        os.rename(stage, dest)
+        if on_top:
+            history.add_week(stage, dest, commit_message(released, handed_out, root))
+            shutil.rmtree(stage)
+        else:
+            commit(stage, released, handed_out, root)
+            if dest.exists():
+                dest.rmdir()  # empty: checked above
+            os.rename(stage, dest)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
@@ -552,7 +565,7 @@ def main(argv=None):
     parser.add_argument("--handouts", default="", help="lessons whose reference code ships as-is (default: none)")
     options = parser.parse_args(argv)
     try:
-        files, size, history = build(options.dest, options.lessons or None, options.handouts or None)
+        files, size, git_bytes = build(options.dest, options.lessons or None, options.handouts or None)
     except Refused as refused:
         print(f"make student-edition: refused.\n{refused}", file=sys.stderr)
         return 2
@@ -561,7 +574,8 @@ def main(argv=None):
     print(f"student edition at {pathlib.Path(options.dest).resolve()}\n"
           f"  lessons {','.join(row.slug for row in released)}; handouts "
           f"{','.join(row.slug for row in handouts) or 'none'}\n"
-          f"  {files} files, {size / 1e6:.2f} MB, and {history / 1e6:.2f} MB of git (one commit); "
+          f"  {files} files, {size / 1e6:.2f} MB, and {git_bytes / 1e6:.2f} MB of git "
+          f"({(commits := history.commits_in(options.dest))} commit{'s' if commits != 1 else ''}); "
           f"the command took {time.monotonic() - STARTED:.1f} s")
     return 0
 

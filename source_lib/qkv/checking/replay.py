@@ -39,21 +39,39 @@ _BY_NAME = {}     # lesson number -> {dotted name: [(skeleton, arguments, entry)
 
 
 class NotInThisEdition(Exception):
-    """A withheld reference function was called on an input no visible check uses: write your own."""
+    """A withheld reference function was called on an input no visible check uses: write your own.
+
+    Its str is one sentence (plain Python prints it after the traceback); in IPython and Jupyter it shows as three
+    lines, what, why and what to do, instead of a traceback through the stub and this module (`_render_traceback_`):
+    nothing in those frames is the student's to fix."""
 
     def __init__(self, dotted, lesson, exercise=True, released=True):
         name = dotted.rpartition(".")[2]
         if not released:
             text = (f"`{name}` belongs to lesson {lesson}, which is not released yet, so this edition of the course "
                     f"does not include qkv's version of it. If you need it now, write your own `{name}`.")
+            self.lines = (f"qkv's `{name}` is not in this edition.",
+                          f"Why: it belongs to lesson {lesson}, which is not released yet.",
+                          f"What to do: if you need it now, write your own `{name}` in the notebook.")
         elif exercise:
             text = (f"`{name}` is an exercise of lesson {lesson}, so this edition of the course does not include "
                     f"qkv's version of it: write your own `{name}` in the notebook and use that one.")
+            self.lines = (f"qkv's `{name}` answers only the inputs this notebook's checks use, not these.",
+                          f"Why: `{name}` is an exercise of lesson {lesson}, so this edition does not include it.",
+                          f"What to do: write your own `{name}` in the notebook and use that one.")
         else:
             text = (f"qkv's `{dotted}` would answer an exercise of lesson {lesson}, so this edition of the course "
                     f"does not include it: compute it with your own functions from lesson {lesson}.")
+            self.lines = (f"qkv's `{dotted}` answers only the inputs this notebook's checks use, not these.",
+                          f"Why: it would answer an exercise of lesson {lesson}, so this edition does not include it.",
+                          f"What to do: compute it with your own functions from lesson {lesson}.")
         super().__init__(text)
         self.dotted, self.lesson = dotted, lesson
+
+    def _render_traceback_(self):
+        """What IPython shows instead of the traceback: three lines, the first named like an error."""
+        what, why, to_do = self.lines
+        return [f"\x1b[31m{type(self).__name__}\x1b[39m: {what}", why, to_do]
 
 
 def answer(dotted, arguments, fixtures=(), lesson=None, exercise=True, released=True):
