@@ -139,7 +139,8 @@ def soft_lookup_by_temperature(student_sweep):
 
 ANSWERS = {
     "lookup_on_miss": ("c", None),
-    "blended_output": (10 * np.exp(2) / (np.exp(2) + 1), 0.01),
+    # your numbers (qkv.your_numbers): q = [x, 0], v1, temperature T; canonical x = 2, v1 = 10, T = 1
+    "blended_output": (lambda p: p["v1"] * np.exp(p["x"] / p["T"]) / (np.exp(p["x"] / p["T"]) + 1), 0.01),
     "why_separate": ("b", None),
 }
 

@@ -102,8 +102,8 @@ def query_jacobian(student_fn):
 ANSWERS = {
     "why_scale": ("b", None),
     "without_scaling": ("c", None),
-    "variance_at_128": (128.0, 1e-6),
-    "entropy_uniform_8": (np.log(8), 1e-3),
+    "variance_at_128": (lambda p: float(p["d_k"]), 1e-6),  # canonical d_k = 128
+    "entropy_uniform_8": (lambda p: float(np.log(p["n"])), 1e-3),  # canonical n = 8
 }
 
 # One line per self-check, shown in self-study mode (QKV_SELF_STUDY=1) once the student has answered.

@@ -196,8 +196,9 @@ def dependence_matrix(student_probe):
 
 ANSWERS = {
     "causal_blocks": ("b", None),
-    "blocked_pairs": (28.0, 0.01),
-    "future_share_zero_mask": (0.8, 0.005),
+    "blocked_pairs": (lambda p: p["T"] * (p["T"] - 1) / 2, 0.01),  # canonical T = 8
+    # word number `position` (from 1) of T words, all scores equal: (T - position) later words of 1/T each
+    "future_share_zero_mask": (lambda p: (p["T"] - p["position"]) / p["T"], 0.005),  # canonical T = 5, position 1
     "why_meaningless": ("c", None),
 }
 

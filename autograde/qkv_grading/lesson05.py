@@ -136,8 +136,8 @@ ANSWERS = {
     "design_choice": ("b", None),
     "gqa_saves": ("c", None),
     # Qwen2.5-0.5B in 16-bit floats: 2 (K and V) x 24 layers x 2 kv heads x 64 dims x 2 bytes
-    "qwen_kv_bytes_per_token": (2 * 24 * 2 * 64 * 2, 0.5),
-    "qwen_kv_saving_factor": (14 / 2, 0.01),
+    "qwen_kv_bytes_per_token": (lambda p: float(2 * p["n_layers"] * p["n_kv_heads"] * p["d_head"] * p["bytes"]), 0.5),
+    "qwen_kv_saving_factor": (lambda p: p["n_heads"] / p["n_kv_heads"], 0.01),  # canonical 14 / 2
 }
 
 # One line per self-check, shown in self-study mode (QKV_SELF_STUDY=1) once the student has answered.
