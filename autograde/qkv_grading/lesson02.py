@@ -139,11 +139,11 @@ ANSWERS = {
 
 # One line per self-check, shown in self-study mode (QKV_SELF_STUDY=1) once the student has answered.
 EXPLANATIONS = {
-    "score_shape": "Q @ K.T is [T, d_k] @ [d_k, T]: one score per (query, key) pair, shape [T, T] (b).",
-    "dot_products": "One dot product per (query, key) pair: 10 queries x 10 keys = 100.",
-    "scale_d128": "Scores are divided by sqrt(d_k); sqrt(128) is about 11.31.",
+    "score_shape": "Q @ K.T is [T, d_k] @ [d_k, T]: one score per (query, key) pair, shape [T, T].",
+    "dot_products": "One dot product per (query, key) pair: T queries x T keys = T^2.",
+    "scale_d128": "Scores are divided by sqrt(d_k), the square root of the head width.",
     "is_symmetric": "Entry (i, j) uses the query of i and the key of j, entry (j, i) the query of j and the key "
-                    "of i: different vectors, so not symmetric in general (c).",
+                    "of i: different vectors, so not symmetric in general.",
 }
 
 

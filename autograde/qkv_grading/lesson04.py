@@ -204,12 +204,12 @@ ANSWERS = {
 
 # One line per self-check, shown in self-study mode (QKV_SELF_STUDY=1) once the student has answered.
 EXPLANATIONS = {
-    "causal_blocks": "Query i may read keys j <= i (the past and itself); the mask hides the future, j > i (b).",
-    "blocked_pairs": "The hidden pairs are the strict upper triangle of an 8 x 8 grid: 8 * 7 / 2 = 28.",
-    "future_share_zero_mask": "Adding 0 changes nothing: five equal scores give 1/5 each, so the four future "
-                              "words keep 4/5 = 0.8 of the weight.",
+    "causal_blocks": "Query i may read keys j <= i (the past and itself); the mask hides the future, j > i.",
+    "blocked_pairs": "The hidden pairs are the strict upper triangle of a T x T grid: T (T - 1) / 2.",
+    "future_share_zero_mask": "Adding 0 changes nothing: T equal scores give 1/T each, so the words after "
+                              "the query keep 1/T each of the weight.",
     "why_meaningless": "The target of each position is the next input token, so unmasked attention can copy it: "
-                       "the loss falls without learning to predict, and there is nothing to copy when generating (c).",
+                       "the loss falls without learning to predict, and there is nothing to copy when generating.",
 }
 
 

@@ -143,11 +143,12 @@ ANSWERS = {
 # One line per self-check, shown in self-study mode (QKV_SELF_STUDY=1) once the student has answered.
 EXPLANATIONS = {
     "design_choice": "Heads of one layer doing different things on the same input is the case for several heads "
-                     "with their own projections (b).",
+                     "with their own projections.",
     "gqa_saves": "Several query heads sharing one key/value head is grouped-query attention; it shrinks the "
-                 "key/value cache kept while generating (c).",
-    "qwen_kv_bytes_per_token": "2 (K and V) x 24 layers x 2 key/value heads x 64 numbers x 2 bytes = 12,288 bytes.",
-    "qwen_kv_saving_factor": "The cache scales with the number of key/value heads: 14 instead of 2 is 7 times larger.",
+                 "key/value cache kept while generating.",
+    "qwen_kv_bytes_per_token": "2 (K and V) x layers x key/value heads x their width x bytes per number.",
+    "qwen_kv_saving_factor": "The cache scales with the number of key/value heads: one per query head instead of the "
+                             "shared ones.",
 }
 
 

@@ -148,7 +148,7 @@ EXPLANATIONS = {
     "memory_exponent": "Naive attention keeps a few [T, T] arrays alive at once, T * T numbers each: fit log(peak) "
                        "against log(T) on your lengths T >= 1,024 and naive_bytes; that slope is the power of T.",
     "smollm2_cache_mib": "Per token the cache keeps one key and one value per layer and per key/value head (3, not the "
-                         "9 query heads): 2 * 30 * 3 * 64 numbers of 2 bytes; times 8,192 tokens, divided by 2^20.",
+                         "9 query heads): 2 * 30 * 3 * 64 numbers of 2 bytes; times the tokens, divided by 2^20.",
 }
 
 
