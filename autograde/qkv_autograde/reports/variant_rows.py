@@ -1,0 +1,146 @@
+"""The anomaly report's rows about self-check variants (issue 43): whose key a notebook typed, and whose numbers
+its answers fit. Read from each autograded notebook's metadata (qkv.variant: the true key, the salt, the typed key
+and the answers as plain data, written by the grader), never from the notebook's code.
+
+- "variant key missing": the notebook typed no key (it was graded for its true key all the same);
+- "variant key differs": a near miss (edit distance <= 2, probably a typo), another student's key (named), or no
+  student's key; with the score the answers would get for the typed key beside the one they got;
+- "answers fit a classmate's variant": answers wrong for the student's own numbers and right for one classmate's,
+  neither a catalogued mistake of the student's own numbers nor the canonical (published) answer: at least 2
+  numeric questions, or 1 numeric and 2 choice questions. The classmate and the questions are named.
+"""
+import glob
+import importlib
+import os
+
+import nbformat
+from qkv.checking.questions import for_your_numbers, is_right
+from qkv.lessons import lesson as lesson_row
+from qkv.your_numbers import POOLS, question_params
+
+from qkv_autograde.intake import roster
+from qkv_autograde.intake.lms_names import shown
+
+MISSING, DIFFERS, FITS = "variant key missing", "variant key differs", "answers fit a classmate's variant"
+
+
+def _submissions(course_root, lesson, autograded):
+    """{student: variant record} of every autograded notebook of `lesson` graded with variants on."""
+    found = {}
+    for path in sorted(glob.glob(os.path.join(course_root, autograded, "*", lesson, "*.ipynb"))):
+        variant = nbformat.read(path, as_version=4).metadata.get("qkv", {}).get("variant")
+        if isinstance(variant, dict) and isinstance(variant.get("key"), str):
+            found[path.split(os.sep)[-3]] = variant
+    return found
+
+
+def _answers_table(lesson):
+    module = importlib.import_module(lesson_row(lesson).hidden_tests)
+    mistakes = importlib.import_module("qkv_grading.mistakes").MISTAKES
+    return module.ANSWERS, mistakes
+
+
+class Grader:
+    """Is an answer right for a key's numbers (cached per key and question)."""
+
+    def __init__(self, lesson, salt):
+        self.lesson, self.salt = lesson, salt
+        self.answers, self.mistakes = _answers_table(lesson)
+        self.varied = POOLS.get(lesson, {})
+        self._params = {}
+
+    def params(self, key, name):
+        if name not in self.varied:
+            return None
+        if (key, name) not in self._params:
+            self._params[key, name] = question_params(self.lesson, name, key, self.salt)
+        return self._params[key, name]
+
+    def right(self, key, name, value):
+        if value is None or name not in self.answers:
+            return False
+        correct, tolerance = self.answers[name]
+        graded, correct = for_your_numbers(value, correct, self.params(key, name))
+        if isinstance(correct, str):
+            return graded == correct
+        return not isinstance(value, str) and is_right(value, correct, tolerance)
+
+    def score(self, key, answers):
+        return sum(self.right(key, name, value) for name, value in answers.items())
+
+    def honest_wrong(self, key, name, value):
+        """A wrong numeric answer explained without a classmate: a catalogued mistake of the student's own
+        numbers, or the canonical variant's right answer (the one the lesson's text and public solutions give)."""
+        if isinstance(value, str):
+            return False
+        _, tolerance = self.answers[name]
+        if self.right("", name, value):
+            return True
+        own = self.params(key, name)
+        return any(wrong is not None and is_right(value, wrong, tolerance)
+                   for wrong in (mistake(own) for _, mistake in self.mistakes.get(name, ())))
+
+    def is_numeric(self, name):
+        return not isinstance(self.answers[name][0], str)
+
+
+def edit_distance(a, b):
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        previous, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (ca != cb))
+    return row[-1]
+
+
+def _fits(grader, mine, theirs_key, answers):
+    """The questions where `answers` are wrong for `mine`, right for `theirs_key`, and not an honest mistake."""
+    return [name for name, value in answers.items() if name in grader.varied
+            and not grader.right(mine, name, value) and grader.right(theirs_key, name, value)
+            and not grader.honest_wrong(mine, name, value)]
+
+
+def class_rows(course_root, lesson, autograded="autograded"):
+    """{student: [anomaly]} for the variant rows above."""
+    submissions = _submissions(course_root, lesson, autograded)
+    if not submissions:
+        return {}
+    names = {key: name for (_, _, _), (key, name) in roster.load(course_root).items()}
+    keys = {variant["key"]: student for student, variant in submissions.items()}
+    name_of_key = {key: shown(names.get(key) or student) for key, student in keys.items()}
+    name_of_key.update({key: shown(name) for key, name in names.items() if name})
+    graders, rows = {}, {}
+    for student, variant in submissions.items():
+        grader = graders.setdefault(variant["salt"], Grader(lesson, variant["salt"]))
+        key, typed, answers = variant["key"], variant.get("typed"), variant.get("answers") or {}
+        out = rows.setdefault(student, [])
+        total = len(grader.answers)
+        if not typed:
+            out.append({"name": MISSING, "detail": "the your_key cell types no key; graded for the numbers of the "
+                                                   "submission's own login"})
+        elif typed != key:
+            if typed in name_of_key:
+                kind = f"another student's key: {name_of_key[typed]}"
+            elif edit_distance(typed, key) <= 2:
+                kind = "near miss (probably a typo)"
+            else:
+                kind = "no student's key"
+            out.append({"name": DIFFERS, "detail": f"{kind}; for the typed key the answers would score "
+                                                   f"{grader.score(typed, answers)}/{total}, for the submission's "
+                                                   f"own {grader.score(key, answers)}/{total}"})
+        for other_key, other in keys.items():
+            if other == student:
+                continue
+            fits = _fits(grader, key, other_key, answers)
+            numeric = sum(grader.is_numeric(name) for name in fits)
+            if numeric >= 2 or (numeric >= 1 and len(fits) - numeric >= 2):
+                out.append({"name": FITS, "detail": f"{name_of_key.get(other_key, other)}'s numbers fit "
+                                                    f"{', '.join(sorted(fits))}, wrong for this student's own"})
+    return {student: found for student, found in rows.items() if found}
+
+
+def merge(copying, course_root, lesson, autograded="autograded"):
+    """Add the variant rows to the copying rows {student: [anomaly]} (report.rows shows both)."""
+    for student, found in class_rows(course_root, lesson, autograded).items():
+        copying.setdefault(student, []).extend(found)
+    return copying
