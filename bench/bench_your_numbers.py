@@ -41,7 +41,8 @@ def derivation():
     print(f"slowest question {worst[0]}/{worst[1]} ({len(POOLS[worst[0]][worst[1]].rows)} variants): "
           f"{per_question:.3f} ms per student (budget 1 ms)")
     for lesson in POOLS:
-        print(f"  {lesson}: {timed(lambda: derive(lesson, 'jsmith', SALT), 200) * 1e3:.3f} ms per student, all "
+        cost = timed(lambda lesson=lesson: derive(lesson, "jsmith", SALT), 200)
+        print(f"  {lesson}: {cost * 1e3:.3f} ms per student, all "
               f"{len(POOLS[lesson])} questions")
 
 
@@ -67,8 +68,8 @@ def spread():
             distribution = [a * (1 - same) + b * same for a, b in zip(distribution + [0], [0] + distribution)]
     fixed = TOTAL_SELF_CHECKS - varied  # lesson 06's five and memory_exponent: the same for everyone
     distribution = [0.0] * fixed + distribution
-    print(f"varied {varied} of {TOTAL_SELF_CHECKS}; expected coinciding right answers per pair: {expected:.2f} over the "
-          f"varied ones, {expected + fixed:.2f} over all {TOTAL_SELF_CHECKS} ({fixed} unvaried)")
+    print(f"varied {varied} of {TOTAL_SELF_CHECKS}; expected coinciding right answers per pair: {expected:.2f} over "
+          f"the varied ones, {expected + fixed:.2f} over all {TOTAL_SELF_CHECKS} ({fixed} unvaried)")
     print(f"P(pair coincides on >= 10 of {TOTAL_SELF_CHECKS}) = {sum(distribution[10:]):.4f}")
 
 
@@ -78,8 +79,9 @@ def grading_overhead(class_size=200):
         grader = Grader(lesson, SALT)
         keys = KEYS[:class_size]
         answers = {q: 1.0 for q in POOLS[lesson]}
-        derive_cost = timed(lambda: derive(lesson, keys[0], SALT), 100)
-        fit_cost = timed(lambda: [_fits(grader, keys[0], other, answers) for other in keys[1:]], 3)
+        derive_cost = timed(lambda lesson=lesson, keys=keys: derive(lesson, keys[0], SALT), 100)
+        fit_cost = timed(lambda grader=grader, keys=keys, answers=answers:
+                         [_fits(grader, keys[0], other, answers) for other in keys[1:]], 3)
         print(f"  {lesson}: numbers {derive_cost * 1e3:.2f} ms, answers-fit rows against {class_size - 1} "
               f"classmates {fit_cost * 1e3:.1f} ms")
     print("compare with bench/bench_class_grading.py's CPU seconds per submission (several seconds): the sum above "

@@ -3,7 +3,6 @@ exports, the typed key read without running the notebook, the true key chosen fo
 the edition's copy of the term's settings and its lock of the pools. The whole route: tests/test_variants_class.py."""
 import csv
 import json
-import pathlib
 import sys
 
 import nbformat
@@ -76,7 +75,8 @@ def test_the_kernel_gets_the_key_as_a_quoted_literal():
     exec(code, namespace)  # noqa: S102 - the grader's own code
     import os
     assert os.environ.pop("QKV_VARIANT_KEY") == "o'neil\"; import os" and os.environ.pop("QKV_VARIANT_SALT") == "term"
-    assert variants.preamble(None) == ""
+    exec(variants.preamble(None), {})  # variants off: the canonical numbers, whatever the notebook typed
+    assert os.environ.pop("QKV_VARIANT_KEY") == "" and os.environ.pop("QKV_VARIANT_SALT") == "self-study"
 
 
 def test_near_misses_are_counted_in_edits():
@@ -98,10 +98,13 @@ def test_the_edition_carries_the_term_and_locks_the_pools(tmp_path):
     assert variants.changed_pools(root / "autograde", "03-scaling", "another-term") == ["the salt"]
 
 
-def test_with_variants_off_the_edition_carries_nothing(tmp_path):
+def test_with_variants_off_the_edition_varies_no_lesson(tmp_path):
     root = tmp_path / "course"
     (root / "autograde").mkdir(parents=True)
     (root / "autograde" / "nbgrader_config.py").write_text("c = get_config()\n")
-    edition_variants.carry(tmp_path, root)
+    stage = tmp_path / "edition"
+    (stage / "source_lib" / "qkv" / "your_numbers").mkdir(parents=True)
+    edition_variants.carry(stage, root)
     assert not (root / "autograde" / variants.LOCK_FILE).exists()
-    assert not list(pathlib.Path(tmp_path).rglob("config.json"))
+    carried = json.loads((stage / "source_lib" / "qkv" / "your_numbers" / "config.json").read_text())
+    assert carried == {"salt": "", "lessons": []}  # a class edition: every key shows the canonical numbers

@@ -31,7 +31,7 @@ def notebook_kernel(plain_process, monkeypatch):
 @pytest.fixture
 def graded_edition(plain_process, monkeypatch, tmp_path):
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"salt": TERM_SALT, "key_label": "your university login",
+    config.write_text(json.dumps({"salt": TERM_SALT, "lessons": ["03-scaling"], "key_label": "your university login",
                                   "key_pattern": "[a-z][a-z0-9]{1,15}"}))
     monkeypatch.setattr(your_numbers, "CONFIG_FILE", config)
 
@@ -139,6 +139,16 @@ def test_in_a_graded_edition_an_empty_key_asks_for_the_login(graded_edition):
     with pytest.raises(Hint, match="your university login"):
         numbers("03-scaling", "")
     assert numbers("03-scaling", "jsmith").salt == TERM_SALT  # the edition's salt
+
+
+def test_a_class_edition_shows_a_lesson_its_course_does_not_vary_with_the_canonical_numbers(graded_edition):
+    fixed = numbers("04-masking", "jsmith")  # the edition varies 03 only: 04 is graded on the lesson's numbers
+    assert fixed.params == numbers("04-masking", "", salt="self-study").params and "own numbers" in repr(fixed)
+
+
+def test_the_grader_s_empty_key_means_the_canonical_numbers(plain_process, monkeypatch):
+    monkeypatch.setenv("QKV_VARIANT_KEY", "")  # variants off for the lesson being graded
+    assert numbers("03-scaling", "jsmith").params == numbers("03-scaling", "", salt="self-study").params
 
 
 def test_a_key_not_like_a_login_warns(graded_edition):

@@ -1,7 +1,8 @@
 """The term's self-check variants in the student edition (issue 43): `make student-edition` copies the salt, the
 lessons and the key's label and pattern from c.Variants (autograde/nbgrader_config.py) into the edition's
 qkv/your_numbers/config.json, and locks the pools the students will see in autograde/variants.lock.json, which
-`make grade` checks. Nothing is written while variants are off (no salt)."""
+`make grade` checks. With variants off (no salt) the edition's config.json names no lesson, and no lock is
+written."""
 import json
 
 from traitlets.config.loader import PyFileConfigLoader
@@ -22,10 +23,12 @@ def term_variants(root):
 
 
 def carry(stage, root):
-    """The edition's config.json, and the course's lock of the pools."""
+    """The edition's config.json (with variants off: no lesson varies, so every key shows the canonical numbers the
+    lessons are graded on), and the course's lock of the pools."""
     settings = term_variants(root)
+    (stage / "source_lib" / "qkv" / "your_numbers" / "config.json").write_text(
+        json.dumps(settings or {"salt": "", "lessons": []}, indent=1) + "\n")
     if not settings:
         return
-    (stage / "source_lib" / "qkv" / "your_numbers" / "config.json").write_text(json.dumps(settings, indent=1) + "\n")
     lock = your_numbers.pools_lock(settings["salt"])
     (root / "autograde" / "variants.lock.json").write_text(json.dumps(lock, indent=1, sort_keys=True) + "\n")

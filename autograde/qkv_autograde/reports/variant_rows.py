@@ -16,12 +16,13 @@ import os
 import nbformat
 from qkv.checking.questions import for_your_numbers, is_right
 from qkv.lessons import lesson as lesson_row
-from qkv.your_numbers import POOLS, question_params
+from qkv.your_numbers import POOLS, question_params, variant_code
 
-from qkv_autograde.intake import roster
+from qkv_autograde.intake import history, roster
 from qkv_autograde.intake.lms_names import shown
 
 MISSING, DIFFERS, FITS = "variant key missing", "variant key differs", "answers fit a classmate's variant"
+CHANGED = "variant changed since first grading"
 
 
 def _submissions(course_root, lesson, autograded):
@@ -136,7 +137,34 @@ def class_rows(course_root, lesson, autograded="autograded"):
             if numeric >= 2 or (numeric >= 1 and len(fits) - numeric >= 2):
                 out.append({"name": FITS, "detail": f"{name_of_key.get(other_key, other)}'s numbers fit "
                                                     f"{', '.join(sorted(fits))}, wrong for this student's own"})
+    for student, found in _history(course_root, lesson, submissions, graders).items():
+        rows.setdefault(student, []).extend(found)
     return {student: found for student, found in rows.items() if found}
+
+
+def _history(course_root, lesson, submissions, graders):
+    """Each grading's {code, params, expected} into the lesson's history when new or changed (a fixed answer formula
+    shows there); {student: [row]} for a student whose numbers differ from those of their first grading."""
+    past = [r for r in history.read(course_root, lesson) if r.get("event") == "variant"]
+    first, last = {}, {}
+    for record in past:
+        first.setdefault(record.get("student"), record)
+        last[record.get("student")] = record
+    new, rows = [], {}
+    for student, variant in sorted(submissions.items()):
+        grader = graders[variant["salt"]]
+        params = {q: grader.params(variant["key"], q) for q in sorted(grader.varied)}
+        expected = {q: (float(c(params[q])) if callable(c) else c) for q, (c, _) in sorted(grader.answers.items())
+                    if q in params}
+        code = variant_code(lesson, variant["key"], variant["salt"])
+        if student in first and first[student].get("params") != params:
+            rows[student] = [{"name": CHANGED, "detail": f"variant code {first[student].get('code')} at the first "
+                                                         f"grading, {code} now: the pool or the key changed"}]
+        if student not in last or (last[student].get("params"), last[student].get("expected")) != (params, expected):
+            new.append({"event": "variant", "at": history.now(), "student": student, "code": code,
+                        "params": params, "expected": expected})
+    history.append(course_root, lesson, new)
+    return rows
 
 
 def merge(copying, course_root, lesson, autograded="autograded"):
@@ -144,3 +172,37 @@ def merge(copying, course_root, lesson, autograded="autograded"):
     for student, found in class_rows(course_root, lesson, autograded).items():
         copying.setdefault(student, []).extend(found)
     return copying
+
+
+def answer_groups(course_root, lesson, autograded="autograded"):
+    """{question: Counter of what the class answered}, comparable across variants: a choice by the canonical option
+    the letter stood for, a number as right, a catalogued mistake (named), the canonical numbers' answer, or other
+    (item analysis shows these instead of each student's own numbers in the hints)."""
+    import collections
+    groups = collections.defaultdict(collections.Counter)
+    graders = {}
+    for variant in _submissions(course_root, lesson, autograded).values():
+        grader = graders.setdefault(variant["salt"], Grader(lesson, variant["salt"]))
+        for name, value in (variant.get("answers") or {}).items():
+            if name not in grader.varied:
+                continue
+            params = grader.params(variant["key"], name)
+            if "order" in params:
+                graded, _ = for_your_numbers(value, "", params)
+                groups[name][f"option ({graded})" if graded else "no option"] += 1
+            elif grader.right(variant["key"], name, value):
+                groups[name]["right"] += 1
+            else:
+                groups[name][_mistake_name(grader, variant["key"], name, value)] += 1
+    return groups
+
+
+def _mistake_name(grader, key, name, value):
+    if isinstance(value, str) or value is None:
+        return "not a number"
+    _, tolerance = grader.answers[name]
+    for what, mistake in grader.mistakes.get(name, ()):
+        wrong = mistake(grader.params(key, name))
+        if wrong is not None and is_right(value, wrong, tolerance):
+            return f"mistake: {what}"
+    return "the canonical numbers' answer" if grader.right("", name, value) else "another number"

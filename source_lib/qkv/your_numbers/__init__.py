@@ -7,9 +7,11 @@ numbers, and retiring a row moves only the keys that had it. A choice question's
 way: `params[q]["order"]` lists the canonical letters in the order the student sees them as (a) to (d).
 
 The empty key gives the canonical variant, the numbers the lesson's text uses (in a graded edition it asks for a
-key instead). The grader starts the student's kernel with QKV_VARIANT_KEY set to the key of the submission's true
-LMS identity, which then wins over whatever the notebook typed; in a notebook kernel a second, different key is
-refused, so no notebook mixes two students' numbers. This module holds no answers: the edition ships it.
+key instead). A class edition (its config.json) whose course does not vary a lesson shows everyone that
+lesson's canonical numbers, whatever key is typed. The grader starts the student's kernel with QKV_VARIANT_KEY
+set to the key of the submission's true LMS identity, which then wins over whatever the notebook typed; in a
+notebook kernel a second, different key is refused, so no notebook mixes two students' numbers. This module
+holds no answers: the edition ships it.
 """
 import hashlib
 import json
@@ -169,7 +171,8 @@ class YourNumbers:
     def __repr__(self):
         numeric = "; ".join(NUMBERS[q].split(": ", 1)[-1].format(**p).rstrip(".")
                             for q, p in self.params.items() if "order" not in p)
-        whose = "the canonical numbers (empty key)" if not self.key else f"numbers for {self.key!r}"
+        whose = ("the lesson's own numbers (your course uses them for everyone)" if self.source == "course" else
+                 "the canonical numbers (empty key)" if not self.key else f"numbers for {self.key!r}")
         origin = {"hub": " (from your JupyterHub login: change STUDENT if it is not yours)",
                   "grader": " (the grader's key for this submission)"}.get(self.source, "")
         warning = _pattern_warning(self.key)
@@ -188,14 +191,16 @@ def numbers(lesson, key, *, salt=None):
     """This student's numbers for `lesson` (its folder name, "03-scaling"): .key, .code, .params."""
     if lesson not in POOLS and not re.fullmatch(r"\d\d-[a-z-]+", str(lesson)):
         raise Hint(f"numbers() takes the lesson's folder name, such as \"03-scaling\", not {lesson!r}.")
-    salt = term_salt(salt)
+    salt, course = term_salt(salt), config()
     typed, source = normalise_key(key), "typed"
-    if os.environ.get(KEY_VARIABLE, "").strip():
+    if KEY_VARIABLE in os.environ:  # the grader's: the true key, or "" for a lesson graded on the canonical numbers
         typed, source = normalise_key(os.environ[KEY_VARIABLE]), "grader"
+    elif course and lesson not in course.get("lessons", []):  # a class edition whose course keeps this lesson fixed
+        typed, source = "", "course"
     elif not typed and os.environ.get(HUB_USER_VARIABLE, "").strip():
         typed, source = normalise_key(os.environ[HUB_USER_VARIABLE]), "hub"
-    if not typed and config().get("salt"):
-        label = config().get("key_label", "your login")
+    if not typed and source == "typed" and course.get("salt"):
+        label = course.get("key_label", "your login")
         raise Hint(f"Type your key between the quotes of STUDENT = \"\": {label}. Your numbers for the "
                    f"self-check questions come from it.")
     if _in_notebook_kernel():
