@@ -20,7 +20,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "autograde"))
 
 from qkv.your_numbers import POOLS, derive, question_params  # noqa: E402
-from qkv_autograde.reports.variant_rows import Grader, _fits  # noqa: E402
+from qkv.your_numbers import shown_letter  # noqa: E402
+from qkv_autograde.reports.variant_rows import Grader, _fits, _suspects  # noqa: E402
+from qkv_grading import expected_answer  # noqa: E402
 
 SALT = "qkv-2026-autumn"
 KEYS = [f"student{i:05d}" for i in range(2000)]
@@ -73,17 +75,21 @@ def spread():
     print(f"P(pair coincides on >= 10 of {TOTAL_SELF_CHECKS}) = {sum(distribution[10:]):.4f}")
 
 
-def grading_overhead(class_size=200):
+def grading_overhead(class_size=1000):
     print("== grading overhead per submission (CPU ms)")
     for lesson in POOLS:
         grader = Grader(lesson, SALT)
         keys = KEYS[:class_size]
-        answers = {q: 1.0 for q in POOLS[lesson]}
         derive_cost = timed(lambda lesson=lesson, keys=keys: derive(lesson, keys[0], SALT), 100)
-        fit_cost = timed(lambda grader=grader, keys=keys, answers=answers:
-                         [_fits(grader, keys[0], other, answers) for other in keys[1:]], 3)
-        print(f"  {lesson}: numbers {derive_cost * 1e3:.2f} ms, answers-fit rows against {class_size - 1} "
-              f"classmates {fit_cost * 1e3:.1f} ms")
+        # a copier: the right answers of a classmate, wrong for their own numbers
+        copied = {q: expected_answer(lesson, q, grader.answers, grader.params(keys[1], q)) for q in POOLS[lesson]}
+        copied = {q: (v if not isinstance(v, str) else shown_letter(grader.params(keys[1], q)["order"], v))
+                  for q, v in copied.items()}
+        fit_cost = timed(lambda grader=grader, keys=keys, copied=copied:
+                         [_fits(grader, keys[0], other, copied) for other in _suspects(grader, keys[0], copied, keys)],
+                         20)
+        print(f"  {lesson}: numbers {derive_cost * 1e3:.2f} ms, answers-fit rows of a copier in a class of "
+              f"{class_size}: {fit_cost * 1e3:.2f} ms")
     print("compare with bench/bench_class_grading.py's CPU seconds per submission (several seconds): the sum above "
           "is the added share")
 

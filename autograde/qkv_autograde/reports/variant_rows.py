@@ -9,6 +9,7 @@ and the answers as plain data, written by the grader), never from the notebook's
   neither a catalogued mistake of the student's own numbers nor the canonical (published) answer: at least 2
   numeric questions, or 1 numeric and 2 choice questions. The classmate and the questions are named.
 """
+import bisect
 import glob
 import importlib
 import os
@@ -81,6 +82,14 @@ class Grader:
         return any(wrong is not None and is_right(value, wrong, tolerance)
                    for wrong in (mistake(own) for _, mistake in self.mistakes.get(name, ())))
 
+    def index(self, name, keys):
+        """[(right answer, key)] of `keys` for the numeric question `name`, sorted (built once per class)."""
+        if (name, keys) not in self._params:
+            correct = self.answers[name][0]
+            self._params[name, keys] = sorted(
+                (float(correct(self.params(k, name))) if callable(correct) else correct, k) for k in keys)
+        return self._params[name, keys]
+
     def is_numeric(self, name):
         return not isinstance(self.answers[name][0], str)
 
@@ -99,6 +108,26 @@ def _fits(grader, mine, theirs_key, answers):
     return [name for name, value in answers.items() if name in grader.varied
             and not grader.right(mine, name, value) and grader.right(theirs_key, name, value)
             and not grader.honest_wrong(mine, name, value)]
+
+
+def _suspects(grader, key, answers, keys):
+    """The classmates' keys for whose numbers at least one of `answers`' numeric values is right while wrong for
+    `key`: only they can fit (a numeric question must), found through a sorted index of the class's right answers,
+    so the report costs O(n log n) per question, not a comparison of every pair."""
+    found = set()
+    for name, value in answers.items():
+        if name not in grader.varied or not grader.is_numeric(name) or isinstance(value, str) or value is None \
+                or grader.right(key, name, value):
+            continue
+        index = grader.index(name, tuple(keys))
+        tolerance = grader.answers[name][1]
+        start = bisect.bisect_left(index, (value - tolerance - 1e-12,))
+        for right, other in index[start:]:
+            if right > value + tolerance + 1e-12:
+                break
+            found.add(other)
+    found.discard(key)
+    return sorted(found)
 
 
 def class_rows(course_root, lesson, autograded="autograded"):
@@ -129,9 +158,8 @@ def class_rows(course_root, lesson, autograded="autograded"):
             out.append({"name": DIFFERS, "detail": f"{kind}; for the typed key the answers would score "
                                                    f"{grader.score(typed, answers)}/{total}, for the submission's "
                                                    f"own {grader.score(key, answers)}/{total}"})
-        for other_key, other in keys.items():
-            if other == student:
-                continue
+        for other_key in _suspects(grader, key, answers, keys):
+            other = keys[other_key]
             fits = _fits(grader, key, other_key, answers)
             numeric = sum(grader.is_numeric(name) for name in fits)
             if numeric >= 2 or (numeric >= 1 and len(fits) - numeric >= 2):
