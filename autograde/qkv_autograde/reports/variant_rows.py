@@ -13,6 +13,7 @@ import bisect
 import glob
 import importlib
 import os
+import sys
 
 import nbformat
 from qkv.checking.questions import for_your_numbers, is_right
@@ -30,7 +31,10 @@ def _submissions(course_root, lesson, autograded):
     """{student: variant record} of every autograded notebook of `lesson` graded with variants on."""
     found = {}
     for path in sorted(glob.glob(os.path.join(course_root, autograded, "*", lesson, "*.ipynb"))):
-        variant = nbformat.read(path, as_version=4).metadata.get("qkv", {}).get("variant")
+        try:
+            variant = nbformat.read(path, as_version=4).metadata.get("qkv", {}).get("variant")
+        except (OSError, ValueError, AttributeError):  # an unreadable notebook: its own row says so elsewhere
+            continue
         if isinstance(variant, dict) and isinstance(variant.get("key"), str):
             found[path.split(os.sep)[-3]] = variant
     return found
@@ -196,8 +200,15 @@ def _history(course_root, lesson, submissions, graders):
 
 
 def merge(copying, course_root, lesson, autograded="autograded"):
-    """Add the variant rows to the copying rows {student: [anomaly]} (report.rows shows both)."""
-    for student, found in class_rows(course_root, lesson, autograded).items():
+    """Add the variant rows to the copying rows {student: [anomaly]} (report.rows shows both). They flag only, so a
+    failure of their own never stops the report."""
+    try:
+        found_rows = class_rows(course_root, lesson, autograded)
+    except Exception as error:
+        print(f"qkv grader: the variant rows failed ({type(error).__name__}: {error}); the report has none",
+              file=sys.stderr)
+        return copying
+    for student, found in found_rows.items():
         copying.setdefault(student, []).extend(found)
     return copying
 
