@@ -7,6 +7,7 @@ import sys
 
 import nbformat
 import pytest
+from traitlets.config import Config
 
 from lessons import ROOT
 
@@ -108,3 +109,16 @@ def test_with_variants_off_the_edition_varies_no_lesson(tmp_path):
     assert not (root / "autograde" / variants.LOCK_FILE).exists()
     carried = json.loads((stage / "source_lib" / "qkv" / "your_numbers" / "config.json").read_text())
     assert carried == {"salt": "", "lessons": []}  # a class edition: every key shows the canonical numbers
+
+
+def test_a_canvas_submission_without_a_roster_row_stops_grading_naming_the_file(tmp_path):
+    folder = tmp_path / "submitted" / "20001" / "03-scaling"
+    folder.mkdir(parents=True)
+    (folder / ".lms.json").write_text(json.dumps({"lms": "canvas", "user_id": "20001", "name": "Jane"}))
+    settings = variants.Variants(salt="term", lessons=["03-scaling"])
+    assert "ROSTER=<Canvas gradebook export or Moodle grading worksheet>" in variants.check(
+        tmp_path, "03-scaling", settings, force=True)
+    assert variants.check(tmp_path, "04-masking", settings) is None  # a lesson without variants needs none
+    with pytest.raises(SystemExit, match="have no row in roster.csv"):
+        variants.stop_without_roster(tmp_path, "03-scaling",
+                                     Config(Variants={"salt": "term", "lessons": ["03-scaling"]}))

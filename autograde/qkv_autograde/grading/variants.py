@@ -162,6 +162,13 @@ def check(course_root, lesson, settings, force=False):
     return None
 
 
+def stop_without_roster(course_root, lesson, config):
+    """make grade, once the export is collected: a Canvas or Moodle submission without a roster row stops it."""
+    problem = check(course_root, lesson, Variants(config=config), force=True)  # the lock was checked before
+    if problem:
+        sys.exit(f"qkv grader: {problem}")
+
+
 def main(argv=None):
     from traitlets.config.loader import PyFileConfigLoader
     args = list(sys.argv[1:] if argv is None else argv)
