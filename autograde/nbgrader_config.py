@@ -62,8 +62,17 @@ def use_the_courses_converters():
 
 use_the_courses_converters()
 # RecoverMetadata first: nbgrader's own steps trust the cells' metadata, and a student can write anything there
+from qkv_autograde.grading.variants import AssignVariant  # noqa: E402
 c.Autograde.sanitize_preprocessors = [RecoverMetadata, ClearOutput, DeduplicateIds, OverwriteKernelspec,
-                                      RestoreLockedCells, CheckCellMetadata]
+                                      RestoreLockedCells, CheckCellMetadata, AssignVariant]
+
+# Per-student self-check numbers (issue 43; README, "A term"): off until a salt and the lessons are named. Then
+# `make student-edition` carries them and locks the pools, and `make grade LESSON=... ROSTER=<LMS export>` grades
+# every self-check against the numbers of the submission's true identity.
+# c.Variants.salt = "qkv-2026-autumn"
+# c.Variants.lessons = ["01-lookup", "02-by-hand", "03-scaling", "04-masking", "05-heads", "07-cost"]
+# c.Variants.key_label = "your university login (what you type to sign in to Canvas)"
+# c.Variants.key_pattern = r"[a-z][a-z0-9]{1,15}"
 # SaveAutoGradesAndHandScores: nbgrader's SaveAutoGrades, and a hand score whose answer changed is flagged for review;
 # AssignLatePenaltiesHonouringTheLmsMark: nbgrader's AssignLatePenalties, which also penalises Canvas's late mark
 # (no time), except for a student with an extension (qkv_autograde/intake/late.py)

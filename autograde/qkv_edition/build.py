@@ -34,7 +34,7 @@ from qkv_autograde.kernels.kernel_view import (graded_references)  # noqa: F401 
 import nbformat
 
 import qkv.lessons
-from qkv_edition import history
+from qkv_edition import history, variants
 
 STARTED = time.monotonic()  # the command's time (python -m qkv_edition.build)
 ROOT = pathlib.Path(__file__).resolve().parents[2]  # autograde/qkv_edition/build.py -> the course checkout
@@ -459,6 +459,7 @@ def write_edition(stage, root, released, handouts, build_student_library):
             shutil.copy2(source, target)
     build_student_library(stage / "source_lib", tuple(row.slug for row in released),
                           tuple(row.slug for row in handouts))
+    variants.carry(stage, root)  # the term's salt into the edition, the pools' lock into the course (issue 43)
 
     first = released[0]
     uses_model = any(row.uses_model for row in released)

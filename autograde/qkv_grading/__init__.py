@@ -22,7 +22,7 @@ import json
 import sys
 
 import numpy as np
-from qkv import lessons
+from qkv import lessons, your_numbers
 
 # a self-check answer is graded by the checking package's rule, so that grading and self-study mode say right or
 # wrong alike (qkv.checking.is_right)
@@ -30,12 +30,74 @@ from qkv.checking import expect_answer, seal
 
 
 def answer_of(answers):
-    """A lesson's `answer(name, value)`: the self-check `name` graded against answers[name], a (correct value,
-    tolerance) pair (tolerance None: a choice), by the rule self-study mode uses."""
+    """A lesson's `answer(name, value)`: the self-check `name` graded against answers[name], a (correct value or
+    function of the student's numbers, tolerance) pair (tolerance None: a choice), by the rule self-study mode uses.
+    A varied question is graded for the numbers of the key being graded (`variant_of`), else the canonical ones."""
+    lesson = _lesson_of_module(sys._getframe(1).f_globals.get("__name__"))
+
     def answer(name, value):
         correct, tolerance = answers[name]
-        expect_answer(value, correct, name, tolerance)
+        recorded = _RECORDED.get()
+        if recorded is not None:
+            recorded[name] = _plain(value)
+        expect_answer(value, correct, name, tolerance, params=params_of(lesson, name))
     return answer
+
+
+# {question: answer} of the submission being graded, for the anomaly report's "answers fit a classmate's variant"
+_RECORDED = contextvars.ContextVar("qkv_grading_recorded", default=None)
+
+
+def _plain(value):
+    # an answer as plain data for the report: a short string or a finite number, else None (never the object)
+    if isinstance(value, str):
+        return value[:16]
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if np.isfinite(number) else None
+
+
+@contextlib.contextmanager
+def recording_answers(into):
+    """Inside, every self-check answer graded is recorded into the dict `into`, as plain data."""
+    token = _RECORDED.set(into)
+    try:
+        yield into
+    finally:
+        _RECORDED.reset(token)
+
+
+# (normalised key, salt) of the submission being graded: its true key, from the roster (qkv_autograde grading sets
+# it around the test cells, as it sets draws_of). None: the canonical numbers
+_VARIANT = contextvars.ContextVar("qkv_grading_variant", default=None)
+
+
+@contextlib.contextmanager
+def variant_of(key, salt):
+    """Inside, varied self-check questions are graded for the numbers of `key` under the term's `salt`."""
+    token = _VARIANT.set((your_numbers.normalise_key(key), salt))
+    try:
+        yield
+    finally:
+        _VARIANT.reset(token)
+
+
+def params_of(lesson, name):
+    """The parameters of question `name` for the key being graded (canonical outside variant_of); None when the
+    question does not vary."""
+    if name not in your_numbers.POOLS.get(lesson, {}):
+        return None
+    key, salt = _VARIANT.get() or ("", your_numbers.SELF_STUDY_SALT)
+    return your_numbers.question_params(lesson, name, key, salt)
+
+
+def expected_answer(lesson, name, answers, params=None):
+    """The right answer of `name` for `params` (default: the key being graded): a number, or the canonical letter."""
+    correct = answers[name][0]
+    params = params_of(lesson, name) if params is None else params
+    return float(correct(params)) if callable(correct) else correct
 
 
 # (lesson slug, student id) whose inputs the hidden tests draw; None outside grading (the lesson's own draw). A

@@ -139,18 +139,19 @@ def soft_lookup_by_temperature(student_sweep):
 
 ANSWERS = {
     "lookup_on_miss": ("c", None),
-    "blended_output": (10 * np.exp(2) / (np.exp(2) + 1), 0.01),
+    # your numbers (qkv.your_numbers): q = [x, 0], v1, temperature T; canonical x = 2, v1 = 10, T = 1
+    "blended_output": (lambda p: p["v1"] * np.exp(p["x"] / p["T"]) / (np.exp(p["x"] / p["T"]) + 1), 0.01),
     "why_separate": ("b", None),
 }
 
 # One line per self-check, shown in self-study mode (QKV_SELF_STUDY=1) once the student has answered.
 EXPLANATIONS = {
     "lookup_on_miss": "A softmax gives every key a positive weight, so a soft lookup always returns a blend of "
-                      "all the values (c); there is no 'no match'.",
-    "blended_output": "Scores q.k are 2 and 0, so the weights are e^2/(e^2+1) and 1/(e^2+1); the output is "
-                      "10 * e^2/(e^2+1), about 8.81.",
+                      "all the values; there is no 'no match'.",
+    "blended_output": "Scores q.k are x and 0, divided by the temperature T, so the weights are e^(x/T)/(e^(x/T)+1) "
+                      "and 1/(e^(x/T)+1); the output is v1 times the first weight.",
     "why_separate": "The key decides who is found and the value what is handed over; keeping them apart lets the "
-                    "two differ (b).",
+                    "two differ.",
 }
 
 

@@ -132,18 +132,18 @@ def self_attention(student_self_attention):
 
 ANSWERS = {
     "score_shape": ("b", None),
-    "dot_products": (100.0, 0.5),
-    "scale_d128": (float(np.sqrt(128)), 0.01),
+    "dot_products": (lambda p: float(p["T"] ** 2), 0.5),  # canonical T = 10
+    "scale_d128": (lambda p: float(np.sqrt(p["d_k"])), 0.01),  # canonical d_k = 128
     "is_symmetric": ("c", None),
 }
 
 # One line per self-check, shown in self-study mode (QKV_SELF_STUDY=1) once the student has answered.
 EXPLANATIONS = {
-    "score_shape": "Q @ K.T is [T, d_k] @ [d_k, T]: one score per (query, key) pair, shape [T, T] (b).",
-    "dot_products": "One dot product per (query, key) pair: 10 queries x 10 keys = 100.",
-    "scale_d128": "Scores are divided by sqrt(d_k); sqrt(128) is about 11.31.",
+    "score_shape": "Q @ K.T is [T, d_k] @ [d_k, T]: one score per (query, key) pair, shape [T, T].",
+    "dot_products": "One dot product per (query, key) pair: T queries x T keys = T^2.",
+    "scale_d128": "Scores are divided by sqrt(d_k), the square root of the head width.",
     "is_symmetric": "Entry (i, j) uses the query of i and the key of j, entry (j, i) the query of j and the key "
-                    "of i: different vectors, so not symmetric in general (c).",
+                    "of i: different vectors, so not symmetric in general.",
 }
 
 

@@ -102,20 +102,20 @@ def query_jacobian(student_fn):
 ANSWERS = {
     "why_scale": ("b", None),
     "without_scaling": ("c", None),
-    "variance_at_128": (128.0, 1e-6),
-    "entropy_uniform_8": (np.log(8), 1e-3),
+    "variance_at_128": (lambda p: float(p["d_k"]), 1e-6),  # canonical d_k = 128
+    "entropy_uniform_8": (lambda p: float(np.log(p["n"])), 1e-3),  # canonical n = 8
 }
 
 # One line per self-check, shown in self-study mode (QKV_SELF_STUDY=1) once the student has answered.
 EXPLANATIONS = {
     "why_scale": "Var(q.k) grows like d_k; dividing by sqrt(d_k) brings it back near 1 so the softmax does not "
-                 "saturate, and it changes no ranking (b).",
+                 "saturate, and it changes no ranking.",
     "without_scaling": "Raw scores at d_k = 128 have a typical size near sqrt(128), about 11, so most rows become "
                        "nearly one-hot and the gradient with respect to the scores is about a tenth of the scaled "
                        "one; the query still gets about as much as with the scale, through keys sqrt(128) times "
-                       "larger, and loses it only at larger d_k (c).",
-    "variance_at_128": "q.k is a sum of d_k independent products of variance 1 each, so its variance is d_k = 128.",
-    "entropy_uniform_8": "Equal weights 1/8 give -sum (1/8) ln(1/8) = ln 8, about 2.079 nats.",
+                       "larger, and loses it only at larger d_k.",
+    "variance_at_128": "q.k is a sum of d_k independent products of variance 1 each, so its variance is d_k itself.",
+    "entropy_uniform_8": "Equal weights 1/n give -sum (1/n) ln(1/n) = ln n nats.",
 }
 
 

@@ -196,19 +196,20 @@ def dependence_matrix(student_probe):
 
 ANSWERS = {
     "causal_blocks": ("b", None),
-    "blocked_pairs": (28.0, 0.01),
-    "future_share_zero_mask": (0.8, 0.005),
+    "blocked_pairs": (lambda p: p["T"] * (p["T"] - 1) / 2, 0.01),  # canonical T = 8
+    # word number `position` (from 1) of T words, all scores equal: (T - position) later words of 1/T each
+    "future_share_zero_mask": (lambda p: (p["T"] - p["position"]) / p["T"], 0.005),  # canonical T = 5, position 1
     "why_meaningless": ("c", None),
 }
 
 # One line per self-check, shown in self-study mode (QKV_SELF_STUDY=1) once the student has answered.
 EXPLANATIONS = {
-    "causal_blocks": "Query i may read keys j <= i (the past and itself); the mask hides the future, j > i (b).",
-    "blocked_pairs": "The hidden pairs are the strict upper triangle of an 8 x 8 grid: 8 * 7 / 2 = 28.",
-    "future_share_zero_mask": "Adding 0 changes nothing: five equal scores give 1/5 each, so the four future "
-                              "words keep 4/5 = 0.8 of the weight.",
+    "causal_blocks": "Query i may read keys j <= i (the past and itself); the mask hides the future, j > i.",
+    "blocked_pairs": "The hidden pairs are the strict upper triangle of a T x T grid: T (T - 1) / 2.",
+    "future_share_zero_mask": "Adding 0 changes nothing: T equal scores give 1/T each, so the words after "
+                              "the query keep 1/T each of the weight.",
     "why_meaningless": "The target of each position is the next input token, so unmasked attention can copy it: "
-                       "the loss falls without learning to predict, and there is nothing to copy when generating (c).",
+                       "the loss falls without learning to predict, and there is nothing to copy when generating.",
 }
 
 

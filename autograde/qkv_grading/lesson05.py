@@ -136,18 +136,19 @@ ANSWERS = {
     "design_choice": ("b", None),
     "gqa_saves": ("c", None),
     # Qwen2.5-0.5B in 16-bit floats: 2 (K and V) x 24 layers x 2 kv heads x 64 dims x 2 bytes
-    "qwen_kv_bytes_per_token": (2 * 24 * 2 * 64 * 2, 0.5),
-    "qwen_kv_saving_factor": (14 / 2, 0.01),
+    "qwen_kv_bytes_per_token": (lambda p: float(2 * p["n_layers"] * p["n_kv_heads"] * p["d_head"] * p["bytes"]), 0.5),
+    "qwen_kv_saving_factor": (lambda p: p["n_heads"] / p["n_kv_heads"], 0.01),  # canonical 14 / 2
 }
 
 # One line per self-check, shown in self-study mode (QKV_SELF_STUDY=1) once the student has answered.
 EXPLANATIONS = {
     "design_choice": "Heads of one layer doing different things on the same input is the case for several heads "
-                     "with their own projections (b).",
+                     "with their own projections.",
     "gqa_saves": "Several query heads sharing one key/value head is grouped-query attention; it shrinks the "
-                 "key/value cache kept while generating (c).",
-    "qwen_kv_bytes_per_token": "2 (K and V) x 24 layers x 2 key/value heads x 64 numbers x 2 bytes = 12,288 bytes.",
-    "qwen_kv_saving_factor": "The cache scales with the number of key/value heads: 14 instead of 2 is 7 times larger.",
+                 "key/value cache kept while generating.",
+    "qwen_kv_bytes_per_token": "2 (K and V) x layers x key/value heads x their width x bytes per number.",
+    "qwen_kv_saving_factor": "The cache scales with the number of key/value heads: one per query head instead of the "
+                             "shared ones.",
 }
 
 

@@ -128,12 +128,12 @@ def causal_chunked_attention(student_causal):
 
 ANSWERS = {
     # 2,048 -> 8,192 tokens: four times the length, 4^2 = 16 times the scores
-    "context_growth": (16.0, 1e-6),
+    "context_growth": (lambda p: (p["n_new"] / p["n_old"]) ** 2, 1e-6),
     "more_important_reason": ("b", None),
     # peak memory of naive attention ~ 4 [T, T] arrays: its log-log slope over T >= 1,024 is 2 up to small terms
     "memory_exponent": (2.0, 0.1),
     # SmolLM2 (30 layers, 3 kv heads of 64) in 16-bit floats at 8,192 tokens: 2*30*3*64*2 B * 8192 / 2^20
-    "smollm2_cache_mib": (2 * 30 * 3 * 64 * 2 * 8192 / 2**20, 0.5),
+    "smollm2_cache_mib": (lambda p: 2 * 30 * 3 * 64 * 2 * p["T"] / 2**20, 0.5),  # canonical T = 8,192
 }
 
 
@@ -148,7 +148,7 @@ EXPLANATIONS = {
     "memory_exponent": "Naive attention keeps a few [T, T] arrays alive at once, T * T numbers each: fit log(peak) "
                        "against log(T) on your lengths T >= 1,024 and naive_bytes; that slope is the power of T.",
     "smollm2_cache_mib": "Per token the cache keeps one key and one value per layer and per key/value head (3, not the "
-                         "9 query heads): 2 * 30 * 3 * 64 numbers of 2 bytes; times 8,192 tokens, divided by 2^20.",
+                         "9 query heads): 2 * 30 * 3 * 64 numbers of 2 bytes; times the tokens, divided by 2^20.",
 }
 
 

@@ -28,7 +28,7 @@ from qkv import threads
 
 from qkv_autograde.reports import feedback as feedback_pages
 from qkv_autograde.reports import lms_feedback
-from qkv_autograde.grading import bulk_grading, cluster_security, parallel
+from qkv_autograde.grading import bulk_grading, cluster_security, parallel, variants
 from qkv_autograde.reports import exports, item_analysis, report
 from qkv_autograde.intake import lms_export, late, submissions
 from qkv_autograde.grading.converter import completely_graded, ensure_in_gradebook
@@ -293,6 +293,7 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
     jobs = jobs or default_jobs()
     bulk_grading.enable()
     app = _nbgrader_app(lesson, force)
+    variants.stop_without_roster(HERE, lesson, app.config)  # a Canvas/Moodle class with variants needs ROSTER=
     exports.canvas_headers(app.config)  # a malformed header stops here, not after the class is graded
     ensure_in_gradebook(app.coursedir, lesson, app.log)  # the sanitize step below reads the lesson's cells there
     # what was graded earlier gets today's late penalty: an extension granted since reaches every page and CSV

@@ -26,7 +26,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 from traitlets import Bool, Float, Integer
 
 from qkv_autograde.kernels import forked_kernels, sandbox, student_kernel
-from qkv_autograde.grading import verdicts
+from qkv_autograde.grading import variants, verdicts
 from qkv_autograde.kernels.kernel_setup import kernel_walls
 
 HIDDEN_TESTS = re.compile(r"^[ \t]*#+ *BEGIN HIDDEN TESTS.*?^[ \t]*#+ *END HIDDEN TESTS[^\n]*\n?", re.S | re.M)
@@ -286,6 +286,7 @@ class SandboxedExecute(NbGraderPreprocessor):
         walls) the kernel is forked from it instead of started afresh. The hidden tests draw `student`'s inputs
         (qkv_grading.draws_of), so a regrade of the same notebook draws the same ones."""
         namespace = verdicts.grader_namespace(source_notebook)
+        variant = nb.metadata.get("qkv", {}).get("variant")  # the true key, from AssignVariant (sanitize step)
         limit_events = []  # (anomaly, detail): limits that could not be made here, processes the memory limit killed
         if kernel_template is not None and kernel_template.alive:
             walls = None
@@ -301,7 +302,8 @@ class SandboxedExecute(NbGraderPreprocessor):
         kernel = student_kernel.StudentKernel(
             make_kernel_manager, budget_seconds=self.budget_seconds,
             cell_seconds=self.cell_timeout, call_seconds=self.call_timeout, output_bytes=self.output_limit,
-            log=self.log, preamble="" if self.render_figures else NO_FIGURE_PICTURES)
+            log=self.log, preamble="\n".join(filter(None, ("" if self.render_figures else NO_FIGURE_PICTURES,
+                                                             variants.preamble(variant)))))
         judged = set()  # test cells with a verdict
         try:
             kernel.start()
@@ -310,7 +312,7 @@ class SandboxedExecute(NbGraderPreprocessor):
                     continue
                 cell.outputs = []
                 if utils.is_grade(cell) and not utils.is_solution(cell):
-                    with qkv_grading.draws_of(lesson, student):
+                    with qkv_grading.draws_of(lesson, student), variants.grading(variant):
                         verdicts.run_test_cell(cell, kernel, namespace)
                     judged.add(index)
                 else:

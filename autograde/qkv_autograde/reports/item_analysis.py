@@ -26,7 +26,7 @@ import nbformat
 import numpy as np
 from nbgrader.api import Gradebook, MissingEntry
 
-from qkv_autograde.reports import similarity
+from qkv_autograde.reports import similarity, variant_rows
 
 FAILS = 0.10          # passed by fewer than this share: nearly everyone fails
 PASSES = 0.95         # passed by more than this share: nearly everyone passes
@@ -124,6 +124,11 @@ def analyse(course_root, db_url, lesson):
             "pass_share": share, "mean": float(np.mean(item)) if item else None, "discrimination": r,
             "hints": hints.most_common(HINTS_SHOWN), "failures_without_hint": len(failed) - sum(hints.values()),
             "flags": flags})
+    groups = variant_rows.answer_groups(course_root, lesson)  # self-checks with variants: comparable answers
+    for item in result["items"]:
+        question = item["name"].removeprefix("test_answer_")
+        if question in groups:
+            item["hints"], item["failures_without_hint"] = groups[question].most_common(), 0
     try:  # the class's similarity distribution (similarity.py); a failure of its own leaves the rest of the page
         result["similarities"] = similarity.class_report(course_root, lesson)[1]
     except Exception:
@@ -249,7 +254,9 @@ Flagged: passed by fewer than {100 * FAILS:.0f}% or more than {100 * PASSES:.0f}
 <img alt="pass share per test cell" src="data:image/png;base64,{pass_share_png(items)}">
 {_similarity_section(result.get("similarities"))}
 <table><tr><th>notebook</th><th>test cell</th><th>points</th><th>pass</th><th>mean</th><th>discrimination</th>
-<th>commonest hints among failures</th><th>flags</th></tr>{''.join(rows)}</table>"""
+<th>commonest hints among failures
+(a self-check with variants: every answer, by canonical option or kind)</th>
+<th>flags</th></tr>{''.join(rows)}</table>"""
 
 
 def write(course_root, db_url, lesson):

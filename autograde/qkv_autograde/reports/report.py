@@ -17,7 +17,7 @@ import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.coursedir import CourseDirectory
 
-from qkv_autograde.reports import hand_scores, similarity
+from qkv_autograde.reports import hand_scores, similarity, variant_rows
 from qkv_autograde.intake import history, late, submissions
 from qkv_autograde.reports.exports import final_score, write_csv
 from qkv_autograde.reports.exports import lms_records
@@ -37,7 +37,7 @@ def rows(course_root, db_url, lesson, staged, autograded="autograded", extra=Non
     past = history.read(course_root, lesson)
     names = display_names(course_root, lesson)
     earlier = history.notes_by_student(past)
-    copying = _copying(course_root, lesson, autograded)
+    copying = variant_rows.merge(_copying(course_root, lesson, autograded), course_root, lesson, autograded)
     found = {}
     for entry in staged:
         found.setdefault((entry.student, entry.notebook), list(entry.anomalies))

@@ -11,6 +11,7 @@ import numpy as np
 
 from qkv.checking.hints import Hint
 from qkv.checking.validation import expect_number
+from qkv import your_numbers
 from qkv.lessons import course_paths, enclosing_courses
 
 SELF_STUDY_VARIABLE = "QKV_SELF_STUDY"
@@ -87,15 +88,35 @@ def is_right(value, correct, tolerance=None):
     return abs(float(value) - correct) <= answer_tolerance(correct, tolerance)
 
 
-def expect_answer(answer, correct, name, tolerance=None):
-    """Hidden grading of a self-check answer: a choice (string) or a number within a tolerance."""
+def for_your_numbers(answer, correct, params):
+    """(the answer as graded, the right answer) for one student's numbers (qkv.your_numbers): a choice's letter
+    becomes the canonical option it shows that student, an answer function is evaluated on the parameters."""
+    if params is None:
+        return answer, correct
+    if "order" in params:
+        return your_numbers.canonical_letter(params["order"], answer), correct
+    return answer, (float(correct(params)) if callable(correct) else correct)
+
+
+def _numbers_text(params):
+    shown = ", ".join(f"{name} = {value}" for name, value in (params or {}).items() if name != "order")
+    return f" for your numbers ({shown})" if shown else ""
+
+
+def expect_answer(answer, correct, name, tolerance=None, params=None):
+    """Hidden grading of a self-check answer: a choice (string) or a number within a tolerance, for the
+    student's numbers `params` when the question varies (None: the canonical numbers)."""
+    graded, correct = for_your_numbers(answer, correct, params)
+    if params is None and callable(correct):
+        graded, correct = for_your_numbers(answer, correct, your_numbers.current_params(name))
     if isinstance(correct, str):
-        if not is_right(answer, correct):
+        if not is_right(graded, correct):
             raise Hint(f"`{name}` = {answer!r} is not the right choice.")
         return
     value = expect_number(answer, f"`{name}`")
     if not is_right(value, correct, tolerance):
-        raise Hint(f"`{name}` = {value:.6g} is not right (allowed error {answer_tolerance(correct, tolerance):.2g}).")
+        raise Hint(f"`{name}` = {value:.6g} is not right{_numbers_text(params)} (allowed error "
+                   f"{answer_tolerance(correct, tolerance):.2g}).")
 
 
 # ---------------------------------------------------------------- the visible checks
@@ -120,6 +141,8 @@ def _verdict(name, value, shown):
               f"be graded when the notebook is collected.")
         return
     correct, tolerance, explanation = key[name]
+    params = your_numbers.current_params(name)
+    value, correct = for_your_numbers(value, correct, params)
     if not is_right(value, correct, tolerance):
         raise Hint(f"`{name}` = {shown} is not right. {explanation}".rstrip())
     print(f"{name}: right ({shown}). {explanation}".rstrip())

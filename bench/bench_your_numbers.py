@@ -1,0 +1,100 @@
+"""Per-student self-check numbers (issue 43): what deriving them costs, how far apart students' answers are, and what
+grading with variants on adds per submission. Prints figures; asserts nothing (tests/test_your_numbers*.py do).
+
+    python bench/bench_your_numbers.py
+
+- derivation: ms per question (the slowest question, the largest pool) and per student and lesson (A8: <= 1 ms per
+  question);
+- spread (A1): distinct right answers per varied question (its pool), the expected number of coinciding right
+  answers for a random pair of students over the course's 28 self-checks, and P(a pair coincides on >= 10);
+- grading overhead: the grader's extra work per submission with variants on (the true key, the numbers of every
+  varied question, the recorded answers, the report's rows for a class of 200), in CPU ms, beside the grading CPU
+  per submission that bench/bench_class_grading.py measures (A8: <= +2%).
+"""
+import json
+import pathlib
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "autograde"))
+
+from qkv.your_numbers import POOLS, derive, question_params  # noqa: E402
+from qkv.your_numbers import shown_letter  # noqa: E402
+from qkv_autograde.reports.variant_rows import Grader, _fits, _suspects  # noqa: E402
+from qkv_grading import expected_answer  # noqa: E402
+
+SALT = "qkv-2026-autumn"
+KEYS = [f"student{i:05d}" for i in range(2000)]
+TOTAL_SELF_CHECKS = 28
+
+
+def timed(fn, repeat):
+    start = time.process_time()
+    for _ in range(repeat):
+        fn()
+    return (time.process_time() - start) / repeat
+
+
+def derivation():
+    print("== derivation (CPU ms)")
+    worst = max(((lesson, q) for lesson in POOLS for q in POOLS[lesson]), key=lambda lq: len(POOLS[lq[0]][lq[1]].rows))
+    per_question = timed(lambda: question_params(*worst, "jsmith", SALT), 500) * 1e3
+    print(f"slowest question {worst[0]}/{worst[1]} ({len(POOLS[worst[0]][worst[1]].rows)} variants): "
+          f"{per_question:.3f} ms per student (budget 1 ms)")
+    for lesson in POOLS:
+        cost = timed(lambda lesson=lesson: derive(lesson, "jsmith", SALT), 200)
+        print(f"  {lesson}: {cost * 1e3:.3f} ms per student, all "
+              f"{len(POOLS[lesson])} questions")
+
+
+def spread():
+    print("== spread over", len(KEYS), "keys")
+    expected, distribution = 0.0, [1.0]  # distribution[k]: P(k coinciding answers)
+    varied = 0
+    for lesson, questions in POOLS.items():
+        for q, pool in questions.items():
+            counts = {}
+            for key in KEYS:
+                p = json.dumps(question_params(lesson, q, key, SALT))
+                counts[p] = counts.get(p, 0) + 1
+            if pool.names == ("order",):
+                same = 0.25  # the right option at the same letter
+                shown = "4 letters"
+            else:
+                same = sum((n / len(KEYS)) ** 2 for n in counts.values())
+                shown = f"{len(pool.rows)} distinct answers, most common {max(counts.values()) / len(KEYS):.1%}"
+            print(f"  {lesson}/{q}: {shown}; P(two students coincide) {same:.3f}")
+            expected += same
+            varied += 1
+            distribution = [a * (1 - same) + b * same for a, b in zip(distribution + [0], [0] + distribution)]
+    fixed = TOTAL_SELF_CHECKS - varied  # lesson 06's five and memory_exponent: the same for everyone
+    distribution = [0.0] * fixed + distribution
+    print(f"varied {varied} of {TOTAL_SELF_CHECKS}; expected coinciding right answers per pair: {expected:.2f} over "
+          f"the varied ones, {expected + fixed:.2f} over all {TOTAL_SELF_CHECKS} ({fixed} unvaried)")
+    print(f"P(pair coincides on >= 10 of {TOTAL_SELF_CHECKS}) = {sum(distribution[10:]):.4f}")
+
+
+def grading_overhead(class_size=1000):
+    print("== grading overhead per submission (CPU ms)")
+    for lesson in POOLS:
+        grader = Grader(lesson, SALT)
+        keys = KEYS[:class_size]
+        derive_cost = timed(lambda lesson=lesson, keys=keys: derive(lesson, keys[0], SALT), 100)
+        # a copier: the right answers of a classmate, wrong for their own numbers
+        copied = {q: expected_answer(lesson, q, grader.answers, grader.params(keys[1], q)) for q in POOLS[lesson]}
+        copied = {q: (v if not isinstance(v, str) else shown_letter(grader.params(keys[1], q)["order"], v))
+                  for q, v in copied.items()}
+        fit_cost = timed(lambda grader=grader, keys=keys, copied=copied:
+                         [_fits(grader, keys[0], other, copied) for other in _suspects(grader, keys[0], copied, keys)],
+                         20)
+        print(f"  {lesson}: numbers {derive_cost * 1e3:.2f} ms, answers-fit rows of a copier in a class of "
+              f"{class_size}: {fit_cost * 1e3:.2f} ms")
+    print("compare with bench/bench_class_grading.py's CPU seconds per submission (several seconds): the sum above "
+          "is the added share")
+
+
+if __name__ == "__main__":
+    derivation()
+    spread()
+    grading_overhead()
