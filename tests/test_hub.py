@@ -11,6 +11,7 @@ classmate's home, and every write into the instructor's tree, is refused.
 
 Needs root (unix users, a hub spawning as them): skipped elsewhere, saying so, except under CI, where it fails.
 """
+import concurrent.futures
 import json
 import os
 import pathlib
@@ -68,12 +69,17 @@ def lap(what):  # where the minutes go, in the test's output (-s)
     print(f"[test_hub {time.monotonic() - T0:5.0f} s] {what}", file=sys.stderr)
 
 
-def as_user(user, argv, cwd=None, env=None, timeout=600):
-    """`argv` run as `user` (runuser, a login-less switch: no root left), its output, failing the test on an error."""
+def run_as(user, argv, cwd=None, env=None, timeout=600):
+    """`argv` run as `user` (runuser, a login-less switch: no root left), in a plain environment of theirs."""
     environment = {"PATH": f"{BIN}:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": pwd.getpwnam(user).pw_dir,
                    "USER": user, **(env or {})}
-    done = subprocess.run([RUNUSER, "-u", user, "--", *argv], cwd=cwd or environment["HOME"], env=environment,
+    return subprocess.run([RUNUSER, "-u", user, "--", *argv], cwd=cwd or environment["HOME"], env=environment,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def as_user(user, argv, cwd=None, env=None, timeout=600):
+    """run_as's output, failing the test on an error."""
+    done = run_as(user, argv, cwd, env, timeout)
     assert done.returncode == 0, f"{argv} as {user}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout + done.stderr
 
@@ -105,6 +111,16 @@ def users():
     for name in names.values():
         kill_processes_of(pwd.getpwnam(name).pw_uid)
         subprocess.run(["userdel", "--remove", name], capture_output=True)
+    for hierarchy in ("memory", "pids"):  # the instructor's delegated cgroup subtree, empty once grading is over
+        subtree = pathlib.Path("/sys/fs/cgroup", hierarchy, f"qkv-{names['instructor']}")
+        for _ in range(50):  # a cgroup whose last process has just died may be busy for a moment
+            try:
+                subtree.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
@@ -263,6 +279,8 @@ def test_a_term_on_a_real_hub_keeps_every_student_out_of_the_instructors_tree_an
     refused = subprocess.run(["make", "-s", "hub-setup", "INSTRUCTOR=nobody-like-this"], cwd=course,
                              capture_output=True, text=True)
     assert refused.returncode != 0 and "there is no user" in refused.stdout + refused.stderr
+    not_root = run_as(instructor, ["make", "-s", "hub-setup", f"INSTRUCTOR={instructor}"], cwd=course)
+    assert not_root.returncode != 0 and "run as root" in not_root.stdout + not_root.stderr
 
     lap("second hub-setup done")
     as_user(instructor, ["make", "-s", "hub-release", f"LESSON={LESSON}"], cwd=course)
@@ -274,9 +292,8 @@ def test_a_term_on_a_real_hub_keeps_every_student_out_of_the_instructors_tree_an
     assert f"{PREFIX}/released/" in probe and "WITHHELD NotInThisEdition" in probe, probe
 
     lap("released")
-    fetch_and_submit_in_the_browser(hub["base"], alice, solved_release(LESSON))
-    lap("alice fetched and submitted in the browser")
-    # bob: a hostile notebook, handed in from his terminal on the hub (the same students' settings)
+    # bob: a hostile notebook, handed in from his terminal on the hub (the same students' settings), while alice
+    # uses the browser
     hidden = str(course / "autograde" / "qkv_grading" / "lesson01.py")
     homes = {name: pwd.getpwnam(name).pw_dir for name in (instructor, alice, bob)}
     hostile = solved_release(LESSON, [])
@@ -284,11 +301,18 @@ def test_a_term_on_a_real_hub_keeps_every_student_out_of_the_instructors_tree_an
         hidden, f"{course}/solutions/**/*.ipynb", f"{homes[alice]}/**/*.ipynb", "/home/*/**/*.ipynb",
         f"{course}/autograde/gradebook.db", "/sys/fs/cgroup/memory/*/cgroup.procs"])))
     tools = {"PATH": f"{PREFIX}/env/bin:/usr/bin:/bin"}
-    as_user(bob, ["nbgrader", "fetch_assignment", LESSON], env=tools)
-    nbformat.write(hostile, pathlib.Path(homes[bob]) / LESSON / f"{LESSON}.ipynb")
-    shutil.chown(pathlib.Path(homes[bob]) / LESSON / f"{LESSON}.ipynb", bob, bob)
-    as_user(bob, ["nbgrader", "submit", LESSON], env=tools)
 
+    def bob_hands_in():
+        as_user(bob, ["nbgrader", "fetch_assignment", LESSON], env=tools)
+        nbformat.write(hostile, pathlib.Path(homes[bob]) / LESSON / f"{LESSON}.ipynb")
+        shutil.chown(pathlib.Path(homes[bob]) / LESSON / f"{LESSON}.ipynb", bob, bob)
+        as_user(bob, ["nbgrader", "submit", LESSON], env=tools)
+
+    with concurrent.futures.ThreadPoolExecutor(1) as terminal:
+        bob_done = terminal.submit(bob_hands_in)
+        fetch_and_submit_in_the_browser(hub["base"], alice, solved_release(LESSON))
+        lap("alice fetched and submitted in the browser")
+        bob_done.result()
     lap("bob submitted")
     # the instructor, not root: collect, grade with every wall, feedback
     as_user(instructor, ["make", "-s", "hub-collect", f"LESSON={LESSON}"], cwd=course)
@@ -299,6 +323,11 @@ def test_a_term_on_a_real_hub_keeps_every_student_out_of_the_instructors_tree_an
     graded = as_user(instructor, ["make", "-s", "grade", f"LESSON={LESSON}"], cwd=course)
     for weaker in ("isolation partial", "no warm kernels", "PermissionError"):
         assert weaker not in graded, graded[-3000:]
+    assert "0 flagged in the anomaly report" in graded, graded[-3000:]
+    # where a wall is missing, make grade stops and names the fix instead of grading quietly weaker
+    weaker = run_as(instructor, ["make", "-s", "grade", f"LESSON={LESSON}", "FORCE=1"], cwd=course,
+                    env={"QKV_SANDBOX_FORCE_PARTIAL": "1"})
+    assert weaker.returncode != 0 and "not grading" in weaker.stderr and "make sandbox" in weaker.stderr, weaker.stderr
     lap("graded")
     from nbgrader.api import Gradebook
     with Gradebook(f"sqlite:///{course}/autograde/gradebook.db") as gb:
@@ -312,8 +341,9 @@ def test_a_term_on_a_real_hub_keeps_every_student_out_of_the_instructors_tree_an
     for secret in (next(line for line in open(hidden) if len(line.strip()) > 30), alices, "SQLite format"):
         assert json.dumps(secret.strip())[1:-1] not in stolen, f"the hostile notebook read {secret!r}"
     as_user(instructor, ["make", "-s", "hub-feedback", f"LESSON={LESSON}"], cwd=course)
+    with concurrent.futures.ThreadPoolExecutor(2) as both:
+        list(both.map(lambda name: as_user(name, ["nbgrader", "fetch_feedback", LESSON], env=tools), (alice, bob)))
     for name in (alice, bob):
-        as_user(name, ["nbgrader", "fetch_feedback", LESSON], env=tools)
         pages = list(pathlib.Path(homes[name]).glob(f"{LESSON}/feedback/*/{LESSON}.html"))
         assert len(pages) == 1 and f"Score: {scores[name]:.1f} / 15.0" in pages[0].read_text(), (name, pages)
 

@@ -17,20 +17,6 @@ import re
 PRIVATE = ("solutions", "autograde", ".git")
 LOGIN_DEFS = pathlib.Path("/etc/login.defs")
 
-# who reads what on the hub, once set up (README, "Teaching on a JupyterHub"; tests/test_hub.py checks each row)
-TABLE = (
-    ("course folder: solutions/, autograde/ (hidden tests, gradebook, grades.csv, submissions), .git",
-     "read, write", "nothing", "nothing"),
-    ("exchange inbound (what students hand in)", "read", "write own, read nothing", "nothing"),
-    ("exchange outbound (the released lesson)", "write", "read", "read"),
-    ("exchange feedback", "write", "own page only (by its hash)", "nothing of another's"),
-    ("a student's home (fetched notebooks, feedback)", "nothing", "read, write (own)", "nothing"),
-    ("PREFIX/env, PREFIX/student (the students' qkv), PREFIX/cache (model)", "read", "read", "read"),
-    ("grading kernels (as the instructor, sandboxed)", "their own notebook, the released lessons, the model",
-     "-", "-"),
-)
-
-
 def chown_tree(root, uid, gid):
     for folder, folders, files in os.walk(root):
         os.lchown(folder, uid, gid)

@@ -73,9 +73,13 @@ def missing_isolation():
     try:
         if probe.missing:
             me = pwd.getpwuid(os.geteuid()).pw_name
-            fix = ("grade as root (sudo make grade ...)" if is_v2() or os.geteuid() == 0 else
-                   f"as root, `make hub-setup INSTRUCTOR={me}` delegates them to you (again after each reboot: "
-                   "cgroups do not survive one)")
+            if os.geteuid() == 0:
+                fix = f"grade where root can write {CGROUP_ROOT} (a container may mount it read-only)"
+            elif is_v2():
+                fix = "cgroup v2 is not delegated: grade as root (sudo make grade ...)"
+            else:
+                fix = (f"as root, `make hub-setup INSTRUCTOR={me}` delegates them to you (again after each reboot: "
+                       "cgroups do not survive one)")
             missing.append(f"no {' or '.join(probe.missing)} cgroup writable by {me}: a kernel's processes "
                            f"together would have no memory or process limit (fix: {fix})")
     finally:
