@@ -129,14 +129,18 @@ HUB_PYTHON ?= /usr/bin/python3
 PREFIX ?= /opt/qkv
 EXCHANGE ?= $(QKV_EXCHANGE)
 HUB_PATH := PYTHONPATH="$(CURDIR)/source_lib:$(CURDIR)/autograde"
+HUB_STDLIB := PYTHONPATH="$(CURDIR)/autograde" $(HUB_PYTHON) -m qkv_hub
+HUB_ARGS = --instructor "$(INSTRUCTOR)" --prefix "$(PREFIX)" --exchange "$(EXCHANGE)" --python "$(HUB_PYTHON)"
 hub-setup:
 	@test "$$(id -u)" = 0 || { echo "hub-setup: run as root: sudo make hub-setup INSTRUCTOR=<unix user>"; exit 1; }
-	@test -n "$(INSTRUCTOR)" && id -u "$(INSTRUCTOR)" >/dev/null 2>&1 || { echo "hub-setup: there is no user \
-	  '$(INSTRUCTOR)' here: create the instructor's account first (adduser NAME), then sudo make hub-setup INSTRUCTOR=NAME"; exit 2; }
-	@(cd / && runuser -u "$(INSTRUCTOR)" -- "$(PY)" -c pass 2>/dev/null) || { echo "hub-setup: $(VENV) made again" \
-	  "from $(HUB_PYTHON), which $(INSTRUCTOR) can run"; rm -rf $(VENV) && $(MAKE) --no-print-directory $(VENV)/.installed PYTHON=$(HUB_PYTHON); }
-	@$(HUB_PATH) $(PY) -m qkv_hub setup --instructor "$(INSTRUCTOR)" --prefix "$(PREFIX)" --exchange "$(EXCHANGE)" \
-	  --python "$(HUB_PYTHON)"
+	@test -n "$(INSTRUCTOR)" || { echo "usage: sudo make hub-setup INSTRUCTOR=<unix user> [PREFIX=/opt/qkv]" \
+	  "[EXCHANGE=/srv/nbgrader/exchange]"; exit 2; }
+	@$(HUB_STDLIB) check $(HUB_ARGS)
+	@# two pip installs at once: the shared environment, and the .venv if the instructor cannot run its Python
+	@{ (cd / && runuser -u "$(INSTRUCTOR)" -- "$(PY)" -c pass 2>/dev/null) || { echo "hub-setup: $(VENV) made again" \
+	  "from $(HUB_PYTHON), which $(INSTRUCTOR) can run"; rm -rf $(VENV) && $(MAKE) --no-print-directory $(VENV)/.installed \
+	  PYTHON=$(HUB_PYTHON); }; } & venv=$$!; $(HUB_STDLIB) environment $(HUB_ARGS); shared=$$?; wait $$venv && test $$shared = 0
+	@$(HUB_PATH) $(PY) -m qkv_hub setup $(HUB_ARGS)
 
 # Instructors on the hub: release a lesson to the exchange, and give the students' qkv that lesson's checks
 hub-release: $(VENV)/.installed

@@ -65,7 +65,8 @@ def hub_make_file(course, prefix, exchange):
     return f"{course / 'hub.mk'}: the instructor's make uses {prefix}/cache and {exchange}"
 
 
-def setup(instructor, prefix, exchange, python, course=COURSE, model_source=None, say=print):
+def check(instructor, prefix, python, course=COURSE):
+    """Every refusal, before anything is changed; the instructor's passwd entry."""
     if os.geteuid() != 0:
         refuse("run as root (sudo make hub-setup INSTRUCTOR=...): it makes PREFIX, the exchange and cgroups, and "
                "changes owners")
@@ -75,12 +76,22 @@ def setup(instructor, prefix, exchange, python, course=COURSE, model_source=None
         refuse(f"{instructor} cannot reach {course} ({blocked} is closed to them): run this from the instructor's "
                f"own checkout, e.g. {entry.pw_dir}/qkv")
     if unreachable_folder(pathlib.Path(python).resolve(), entry) or unreachable_folder(prefix, entry):
-        refuse(f"{python} or {prefix} lies where other users cannot reach: choose PYTHON=/usr/bin/python3 and a "
+        refuse(f"{python} or {prefix} lies where other users cannot reach: choose HUB_PYTHON=/usr/bin/python3 and a "
                "PREFIX outside /root")
+    return entry
+
+
+def environment(prefix, python, course=COURSE, say=print):
+    """PREFIX/env (stdlib only: the Makefile runs it with HUB_PYTHON while the instructor's .venv is being made)."""
     os.umask(0o022)
     prefix.mkdir(parents=True, exist_ok=True)
     os.chmod(prefix, 0o755)
     say(shared_env.install_environment(prefix, python, shared_env.requirements(course)))
+
+
+def setup(instructor, prefix, exchange, python, course=COURSE, model_source=None, say=print):
+    entry = check(instructor, prefix, python, course)
+    environment(prefix, python, course, say)
     released_folder = prefix / shared_env.RELEASED
     released_folder.mkdir(exist_ok=True)
     say(shared_env.student_library(prefix, shared_env.released_lessons(exchange)))
@@ -114,7 +125,7 @@ def _root_model_cache():
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m qkv_hub", description=__doc__.split("\n\n")[0])
-    parser.add_argument("step", choices=("setup", "release"))
+    parser.add_argument("step", choices=("check", "environment", "setup", "release"))
     parser.add_argument("--instructor", default="")
     parser.add_argument("--prefix", default="/opt/qkv")
     parser.add_argument("--exchange", default="/srv/nbgrader/exchange")
@@ -123,6 +134,10 @@ def main(argv=None):
     prefix, exchange = pathlib.Path(args.prefix).absolute(), pathlib.Path(args.exchange).absolute()
     if args.step == "release":
         release(prefix, exchange)
+    elif args.step == "check":
+        check(args.instructor, prefix, args.python)
+    elif args.step == "environment":
+        environment(prefix, args.python)
     else:
         setup(args.instructor, prefix, exchange, args.python)
     sys.stdout.flush()
