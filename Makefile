@@ -10,7 +10,7 @@ LESSONS := $(sort $(notdir $(wildcard solutions/[0-9]*)))
 # on a JupyterHub: the folders `make hub-setup` chose (HUB_PREFIX, QKV_EXCHANGE, QKV_CACHE), for the instructor's make
 -include hub.mk
 
-.PHONY: hub-setup hub-release hub-collect hub-feedback hub-proxy install model lab lab-instructor binder-check student-edition test check lint browser sandbox release grade exchange bench clean-class cluster-certificates
+.PHONY: hub-setup hub-release hub-collect hub-feedback hub-test-setup install model lab lab-instructor binder-check student-edition test check lint browser sandbox release grade exchange bench clean-class cluster-certificates
 
 # Versions come from environment.yml only: its pip section is the requirements list.
 $(VENV)/.installed: environment.yml source_lib/pyproject.toml
@@ -157,9 +157,10 @@ hub-feedback: $(VENV)/.installed
 	@test -n "$(LESSON)" || { echo "usage: make hub-feedback LESSON=01-lookup"; exit 2; }
 	cd autograde && $(BIN)/nbgrader release_feedback $(LESSON)
 
-# configurable-http-proxy (npm) in .ci/node for tests/test_hub.py's JupyterHub (without it, outside CI, that test skips)
-hub-proxy:
-	bash .ci/install-hub-proxy
+# tests/test_hub.py's set-up: configurable-http-proxy (npm) in .ci/node, and as root the hub's environments under
+# /opt/qkv-hubtest (without the proxy, outside CI, that test skips)
+hub-test-setup:
+	bash .ci/install-hub-test
 
 # notebooks/ is generated from solutions/ by nbgrader; never edit it by hand
 release: $(VENV)/.installed

@@ -1,5 +1,5 @@
 """The course on a real JupyterHub (issue 42), as a small college runs it: JupyterHub from pip with
-configurable-http-proxy from npm (make hub-proxy), DummyAuthenticator, LocalProcessSpawner, unix users made and
+configurable-http-proxy from npm (make hub-test-setup), DummyAuthenticator, LocalProcessSpawner, unix users made and
 removed here (one instructor, two students, homes 0700), everything on loopback.
 
 `make hub-setup` as root from the instructor's checkout; the instructor releases (make hub-release); a student logs
@@ -35,14 +35,16 @@ FULL_AUTOGRADED = 13  # lesson 01's autograded points; the written answer is gra
 BIN = pathlib.Path(sys.executable).parent
 PROXY = ROOT / ".ci" / "node" / "node_modules" / ".bin" / "configurable-http-proxy"
 CHROMIUM = "/usr/bin/chromium"
-PREFIX = pathlib.Path("/opt/qkv-hubtest")  # kept between runs: hub-setup finds its environment installed
+# kept between runs, and made before the tests by `make hub-test-setup` (.ci/install-hub-test, which CI runs): there
+# hub-setup finds its environment installed and the instructor's .venv made, else it makes them (3 min here)
+PREFIX = pathlib.Path(os.environ.get("HUB_TEST_PREFIX", "/opt/qkv-hubtest"))
 MINUTE = 60_000
 RUNUSER = shutil.which("runuser", path="/usr/sbin:/sbin:/usr/bin:/bin") or "/usr/sbin/runuser"
 pytestmark = pytest.mark.grading_class
 
 WHY_NOT = [why for why, missing in (
     ("not root (the test makes unix users and a hub that spawns servers as them)", os.geteuid() != 0),
-    (f"no configurable-http-proxy at {PROXY} (make hub-proxy)", not PROXY.exists()),
+    (f"no configurable-http-proxy at {PROXY} (make hub-test-setup)", not PROXY.exists()),
     (f"no {CHROMIUM} (make browser)", not os.path.exists(CHROMIUM)),
     ("no jupyterhub in this environment (make install: environment.yml's #test lines)",
      shutil.which("jupyterhub", path=str(BIN)) is None)) if missing]
