@@ -7,8 +7,10 @@ PY     := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export MPLBACKEND ?= Agg
 LESSONS := $(sort $(notdir $(wildcard solutions/[0-9]*)))
+# on a JupyterHub: the folders `make hub-setup` chose (HUB_PREFIX, QKV_EXCHANGE, QKV_CACHE), for the instructor's make
+-include hub.mk
 
-.PHONY: install model lab lab-instructor binder-check student-edition test check lint browser sandbox release grade exchange bench clean-class cluster-certificates
+.PHONY: hub-setup hub-release hub-collect hub-feedback hub-test-setup install model lab lab-instructor binder-check student-edition test check lint browser sandbox release grade exchange bench clean-class cluster-certificates
 
 # Versions come from environment.yml only: its pip section is the requirements list.
 $(VENV)/.installed: environment.yml source_lib/pyproject.toml
@@ -103,7 +105,8 @@ grade: $(VENV)/.installed
 	  $(PY) -m qkv_autograde.grading.variants $(LESSON) $(if $(filter-out 0,$(FORCE_VARIANTS)),--force-variants) && \
 	  $(PY) -m qkv_autograde $(LESSON) $(if $(SUBMISSIONS),--submissions "$(abspath $(SUBMISSIONS))") \
 	  $(if $(JOBS),--jobs $(JOBS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(FORCE),--force) $(if $(ALLOW_OLDER),--allow-older) \
-	  $(if $(filter-out 0,$(INSECURE_SCHEDULER)),--insecure-scheduler)
+	  $(if $(filter-out 0,$(INSECURE_SCHEDULER)),--insecure-scheduler) \
+	  $(if $(filter-out 0,$(ALLOW_PARTIAL_ISOLATION)),--allow-partial-isolation)
 
 # Instructors: the course's Dask CA and the scheduler's, workers' and grader's certificates (mutual TLS), into
 # autograde/cluster/ (git-ignored; README, "Thousands of students"). FORCE=1 replaces them, locking out the old ones.
@@ -120,6 +123,47 @@ exchange:
 	  echo "Could not make $(QKV_EXCHANGE) writable by everyone: run as root (sudo make exchange), or choose another"; \
 	  echo "folder with QKV_EXCHANGE=/path (then export the same QKV_EXCHANGE for the students' servers)."; exit 1; }
 	@echo "exchange: $(QKV_EXCHANGE) is ready; release with: cd autograde && nbgrader release_assignment 01-lookup"
+
+# Admins: the course on a JupyterHub (README, "Teaching on a JupyterHub"), as root from the instructor's checkout:
+#   sudo make hub-setup INSTRUCTOR=<unix user> [PREFIX=/opt/qkv] [EXCHANGE=/srv/nbgrader/exchange]
+# The instructor grades with this checkout's .venv: it is made again from HUB_PYTHON if they cannot run its Python
+# (one made from a Python under /root). The rest is autograde/qkv_hub/hub_setup.py.
+HUB_PYTHON ?= /usr/bin/python3
+PREFIX ?= /opt/qkv
+EXCHANGE ?= $(QKV_EXCHANGE)
+HUB_PATH := PYTHONPATH="$(CURDIR)/source_lib:$(CURDIR)/autograde"
+HUB_STDLIB := PYTHONPATH="$(CURDIR)/autograde" $(HUB_PYTHON) -m qkv_hub
+HUB_ARGS = --instructor "$(INSTRUCTOR)" --prefix "$(PREFIX)" --exchange "$(EXCHANGE)" --python "$(HUB_PYTHON)"
+hub-setup:
+	@test "$$(id -u)" = 0 || { echo "hub-setup: run as root: sudo make hub-setup INSTRUCTOR=<unix user>"; exit 1; }
+	@test -n "$(INSTRUCTOR)" || { echo "usage: sudo make hub-setup INSTRUCTOR=<unix user> [PREFIX=/opt/qkv]" \
+	  "[EXCHANGE=/srv/nbgrader/exchange]"; exit 2; }
+	@$(HUB_STDLIB) check $(HUB_ARGS)
+	@# two pip installs at once: the shared environment, and the .venv if the instructor cannot run its Python
+	@{ (cd / && runuser -u "$(INSTRUCTOR)" -- "$(PY)" -c pass 2>/dev/null) || { echo "hub-setup: $(VENV) made again" \
+	  "from $(HUB_PYTHON), which $(INSTRUCTOR) can run"; rm -rf $(VENV) && $(MAKE) --no-print-directory $(VENV)/.installed \
+	  PYTHON=$(HUB_PYTHON); }; } & venv=$$!; $(HUB_STDLIB) environment $(HUB_ARGS); shared=$$?; wait $$venv && test $$shared = 0
+	@$(HUB_PATH) $(PY) -m qkv_hub setup $(HUB_ARGS)
+
+# Instructors on the hub: release a lesson to the exchange, and give the students' qkv that lesson's checks
+hub-release: $(VENV)/.installed
+	@test -n "$(LESSON)" -a -n "$(HUB_PREFIX)" || { echo "usage: make hub-release LESSON=01-lookup (after sudo make hub-setup)"; exit 2; }
+	cd autograde && $(BIN)/nbgrader release_assignment $(LESSON) --force
+	$(HUB_PATH) $(PY) -m qkv_hub release --prefix "$(HUB_PREFIX)" --exchange "$(QKV_EXCHANGE)"
+
+# Instructors on the hub: collect what students handed in (0700, the instructor's alone), and, after make grade,
+# release the feedback pages (each student fetches their own from the Assignments tab)
+hub-collect: $(VENV)/.installed
+	@test -n "$(LESSON)" || { echo "usage: make hub-collect LESSON=01-lookup"; exit 2; }
+	cd autograde && $(BIN)/nbgrader collect $(LESSON) --update
+hub-feedback: $(VENV)/.installed
+	@test -n "$(LESSON)" || { echo "usage: make hub-feedback LESSON=01-lookup"; exit 2; }
+	cd autograde && $(BIN)/nbgrader release_feedback $(LESSON)
+
+# tests/test_hub.py's set-up: configurable-http-proxy (npm) in .ci/node, and as root the hub's environments under
+# /opt/qkv-hubtest (without the proxy, outside CI, that test skips)
+hub-test-setup:
+	bash .ci/install-hub-test
 
 # notebooks/ is generated from solutions/ by nbgrader; never edit it by hand
 release: $(VENV)/.installed

@@ -128,3 +128,6 @@ c.HTMLExporter.extra_template_basedirs = [TEMPLATES, os.path.join(
 # `nbgrader release_feedback` releases the pages of students who handed in through the exchange, and names the others
 from qkv_autograde.reports.feedback import ReleaseFeedbackOfExchangeSubmissions  # noqa: E402
 c.ExchangeFactory.release_feedback = ReleaseFeedbackOfExchangeSubmissions
+# `nbgrader collect` leaves what it collects readable and writable by the instructor alone (nbgrader's left it 0777)
+from qkv_autograde.intake.exchange_collect import CollectPrivately  # noqa: E402
+c.ExchangeFactory.collect = CollectPrivately

@@ -46,7 +46,10 @@ def test_students_exchange_configuration_shows_the_assignments_tab_and_no_instru
                           "nbgrader.server_extensions.assignment_list": True,
                           "nbgrader.server_extensions.course_list": False}
     disabled = json.loads((ROOT / "jupyter" / "exchange" / "labconfig" / "page_config.json").read_text())
-    assert "@jupyter/nbgrader:assignment-list" not in disabled["disabledExtensions"]
+    # nbgrader 0.9's menu plugin holds the Assignments entry and its palette command (issue 42: it was disabled)
+    for needed in ("@jupyter/nbgrader:assignment-list", "@jupyter/nbgrader:menu"):
+        assert needed not in disabled["disabledExtensions"]
+    assert disabled["disabledExtensions"]["@jupyter/nbgrader:formgrader"] is True
     assert disabled["disabledExtensions"]["@jupyter/nbgrader:create-assignment"] is True
 
 

@@ -26,13 +26,12 @@ from tqdm import tqdm
 
 from qkv import threads
 
-from qkv_autograde.reports import feedback as feedback_pages
-from qkv_autograde.reports import lms_feedback
 from qkv_autograde.grading import bulk_grading, cluster_security, parallel, variants
-from qkv_autograde.reports import exports, item_analysis, report
+from qkv_autograde.reports import exports, feedback as feedback_pages, item_analysis, lms_feedback, report
 from qkv_autograde.intake import lms_export, late, submissions
 from qkv_autograde.grading.converter import completely_graded, ensure_in_gradebook
 from qkv_autograde.grading.startup import COMMAND_STARTED, Startup, prepare_model
+from qkv_autograde.kernels import delegation
 
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -277,11 +276,14 @@ def _feedback_here(lesson, students, force, bar):
 
 
 def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False, out=sys.stdout, allow_older=False,
-          insecure_scheduler=False):
+          insecure_scheduler=False, allow_partial_isolation=False):
     os.chdir(HERE)
     scheduler = scheduler or os.environ.get("DASK_SCHEDULER")
     if scheduler:  # refused before anything is collected or graded
         cluster_security.client_security(scheduler, insecure_scheduler)
+    weaker = [] if scheduler else [f"isolation partial: {wall}" for wall in delegation.missing_isolation()]
+    if weaker and not allow_partial_isolation:  # never silently weaker (issue 42); a cluster's workers check their own
+        raise SystemExit("make grade: not grading.\n" + "\n".join(weaker) + "\n(anyway: ALLOW_PARTIAL_ISOLATION=1)")
     warnings.filterwarnings("ignore", module="nbgrader")  # nbgrader's own SQLAlchemy session warnings, not ours
     started = time.monotonic()
     notes = []
@@ -333,6 +335,8 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
         items = item_analysis.write(HERE, app.coursedir.db_url, lesson)
         files.update()
     bundles, _ = lms_feedback.write(app.coursedir, lesson, HERE)  # the pages, named for the LMS's bulk upload
+    if weaker:  # the opt-in, said again where the instructor reads the result
+        print("\n".join(f"{wall} (allowed by ALLOW_PARTIAL_ISOLATION)" for wall in weaker), file=out)
     return summary(lesson, bar.total, workers.where, notes, failed_feedback, items, time.monotonic() - started, out,
                    bundles, startup)
 
@@ -390,6 +394,7 @@ def main(argv=None):
                         f"(or ${cluster_security.OPT_OUT}=1)")
     parser.add_argument("--force", action="store_true", help="grade again what is already graded")
     parser.add_argument("--allow-older", action="store_true", help="let an older copy replace a collected notebook")
+    parser.add_argument("--allow-partial-isolation", action="store_true", help="grade even without every wall")
     args = parser.parse_args(argv)
     grade(args.lesson, args.submissions, args.jobs, args.scheduler, args.force, allow_older=args.allow_older,
-          insecure_scheduler=args.insecure_scheduler)
+          insecure_scheduler=args.insecure_scheduler, allow_partial_isolation=args.allow_partial_isolation)

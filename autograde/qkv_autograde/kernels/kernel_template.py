@@ -140,14 +140,21 @@ def become_kernel(request, settings, report_fd):
     """In the keeper (a fresh fork of the template): build the walls, fork the kernel, wait for it."""
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     uid, gid = os.getuid(), os.getgid()
+    # A process that is not dumpable (the template is not) has its /proc/self files owned by the root of its user
+    # namespace, and a new namespace's root is mapped to nobody until uid_map is written: as any user but the real
+    # root, opening setgroups failed (PermissionError) and grading lost its warm kernels. Dumpable just long enough to
+    # write its own maps; no kernel exists yet, and none will see this process (its PID namespace is the kernel's
+    # parent's).
+    libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
     _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS),
            "unshare")
-    with open("/proc/self/setgroups", "w") as f:
+    with open("/proc/self/setgroups", "w") as f:  # before gid_map, as an unprivileged user namespace requires
         f.write("deny")
     with open("/proc/self/uid_map", "w") as f:
         f.write(f"{KERNEL_UID} {uid} 1")
     with open("/proc/self/gid_map", "w") as f:
         f.write(f"{KERNEL_UID} {gid} 1")
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     # the student can write here: capped, so that it cannot fill a disk
     _mount("tmpfs", settings["kernel_folder"], "tmpfs", MS_NOSUID | MS_NODEV,

@@ -27,6 +27,7 @@ from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from traitlets import Any, Unicode
 
+from qkv_autograde.kernels import delegation
 from qkv_autograde.kernels.bounded_client import BoundedKernelClient
 from qkv_autograde.kernels.socket_folder import SOCKET_FOLDER, close_quietly, open_socket_folder
 
@@ -125,7 +126,8 @@ class KernelCgroup:
         self.memory_bytes = memory_bytes
         self.folders = {}  # controller -> cgroup folder (one folder for both in v2)
         v2 = os.path.exists(os.path.join(CGROUP_ROOT, "cgroup.controllers"))
-        parents = [CGROUP_ROOT] if v2 else [os.path.join(CGROUP_ROOT, c) for c in LIMITED]
+        # v1: the hierarchy's root for root, the subtree hub-setup delegated for an instructor (delegation.py)
+        parents = [CGROUP_ROOT] if v2 else [delegation.parent(os.path.join(CGROUP_ROOT, c)) for c in LIMITED]
         for parent in parents:
             _remove_abandoned(parent, prefix)
         if v2:
@@ -159,7 +161,7 @@ class KernelCgroup:
 
     def _make_v1(self, controller, prefix, memory_bytes, processes):
         try:
-            folder = tempfile.mkdtemp(prefix=prefix, dir=os.path.join(CGROUP_ROOT, controller))
+            folder = tempfile.mkdtemp(prefix=prefix, dir=delegation.parent(os.path.join(CGROUP_ROOT, controller)))
         except OSError:
             return
         try:

@@ -1,0 +1,3 @@
+from qkv_hub.hub_setup import main
+
+main()
