@@ -7,6 +7,7 @@ kernel that records every figure matplotlib draws, pyplot's and the widgets' ali
 the cell it came from; a last cell hands the test the arrays a sentence is about. Lesson 05 reads SmolLM2's
 results from qkv.model_cache, as every run of it does.
 """
+import html
 import json
 import os
 import re
@@ -66,8 +67,23 @@ def is_graded_test(cell):
     return meta.get("grade", False) and not meta.get("solution", False)
 
 
+def pictures_shown(notebook):
+    """[(cell id, alt text or None)] for every picture the executed notebook's outputs show (issue 44)."""
+    found = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", ()):
+            data = output.get("data", {})
+            if "image/png" in data or "image/jpeg" in data:
+                found.append((cell.get("id"), None))      # JupyterLab draws these with no alt
+            for tag in re.findall(r"<img\b[^>]*>", data.get("text/html", "")):
+                alt = re.search(r' alt="([^"]*)"', tag)
+                found.append((cell.get("id"), html.unescape(alt.group(1)) if alt else None))
+    return found
+
+
 def run_recorded(lesson, folder):
-    """The lesson's solution notebook run with the recorder; returns {"figures": [...], "extract": {...}}."""
+    """The lesson's solution notebook run with the recorder; returns {"figures": [...], "extract": {...},
+    "pictures": [(cell id, alt text)]}."""
     from nbclient import NotebookClient
 
     source = nbformat.read(SOLUTIONS / lesson / f"{lesson}.ipynb", as_version=4)
@@ -87,7 +103,7 @@ def run_recorded(lesson, folder):
                        resources={"metadata": {"path": str(SOLUTIONS / lesson)}}).execute()
     finally:
         os.environ.update({name: value for name, value in saved.items() if value is not None})
-    return json.loads(record.read_text())
+    return dict(json.loads(record.read_text()), pictures=pictures_shown(notebook))
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +131,15 @@ def test_every_axes_of_every_figure_a_lesson_draws_has_both_axis_labels(shown, l
                   for figure in figures for ax in plotted_axes(figure)
                   for axis in ("xlabel", "ylabel") if not ax[axis].strip()]
     assert not unlabelled, f"{lesson}: axes without a label (cell, panel, axis): {unlabelled}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_figure_a_lesson_shows_has_alt_text_with_its_numbers(shown, lesson):
+    # issue 44: a screen reader reads the alt text; "the numbers that matter" means at least one number in it
+    pictures = shown[lesson]["pictures"]
+    assert pictures, f"{lesson} showed no picture"
+    undescribed = [(cell, alt) for cell, alt in pictures if not alt or len(alt) < 40 or not re.search(r"\d", alt)]
+    assert not undescribed, f"{lesson}: pictures without a description (cell, alt): {undescribed}"
 
 
 def total_variation_by_row(a, b):

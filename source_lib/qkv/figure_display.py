@@ -16,6 +16,7 @@ again or the notebook trusted (File > Trust Notebook).
 import base64
 import html
 import io
+import sys
 
 from qkv.figure_text import describe
 
@@ -38,18 +39,17 @@ def _plain(figure, printer, cycle):
 
 
 def show_figures_with_alt_text():
-    """In an IPython kernel: figures display as HTML with alt text (above). Outside one: nothing to do."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
+    """In an IPython kernel: figures display as HTML with alt text (above). Outside one: nothing to do (IPython
+    and matplotlib are not imported for it)."""
+    shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
     if shell is None:
         return False
-    from matplotlib.figure import Figure
-
     formatters = shell.display_formatter.formatters
-    formatters["text/html"].for_type(Figure, figure_html)
-    formatters["text/plain"].for_type(Figure, _plain)
-    formatters["image/png"].for_type(Figure, lambda figure: None)  # the picture is in the HTML
+    printers = {"text/html": figure_html, "text/plain": _plain,
+                "image/png": lambda figure: None}  # the picture is in the HTML
+    for kind, printer in printers.items():
+        if "matplotlib.figure" in sys.modules:  # the inline backend registers its PNG printer by type
+            formatters[kind].for_type(sys.modules["matplotlib.figure"].Figure, printer)
+        else:
+            formatters[kind].for_type_by_name("matplotlib.figure", "Figure", printer)
     return True

@@ -7,7 +7,7 @@ safe under colour-vision deficiencies, and text on a coloured cell is black or w
 import matplotlib.pyplot as plt
 import numpy as np
 
-from qkv.colours import MASK_COLOURS, SERIES_COLOURS, series_cycler, text_colour_on
+from qkv.colours import MASK_COLOURS, SERIES_COLOURS, series_cycler, series_style, text_colour_on  # noqa: F401 (series_style: for the lessons)
 from qkv.figure_display import show_figures_with_alt_text
 
 plt.rcParams["axes.prop_cycle"] = series_cycler()
