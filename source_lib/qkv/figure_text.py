@@ -100,14 +100,16 @@ def describe_bars(ax, container, index):
     label = container.get_label()
     name = label if label and not label.startswith("_") else ("bars" if index is None else f"bars {index}")
     patches = list(container.patches)
-    ticks = {round(float(t), 6): lab.get_text() for t, lab in zip(ax.get_xticks(), ax.get_xticklabels())}
+    across = getattr(container, "orientation", "vertical") == "horizontal"   # barh: the value is the width
+    axis_ticks = (ax.get_yticks(), ax.get_yticklabels()) if across else (ax.get_xticks(), ax.get_xticklabels())
+    ticks = {round(float(t), 6): lab.get_text() for t, lab in zip(*axis_ticks)}
     said = []
     for patch in patches[:MAX_BARS]:
-        centre = round(patch.get_x() + patch.get_width() / 2, 6)
+        centre = round(patch.get_y() + patch.get_height() / 2 if across else patch.get_x() + patch.get_width() / 2, 6)
         where = ticks.get(centre) or number(centre)
-        said.append(f"{where} {number(patch.get_height())}")
+        said.append(f"{where} {number(patch.get_width() if across else patch.get_height())}")
     more = f"; {len(patches) - MAX_BARS} more" if len(patches) > MAX_BARS else ""
-    heights = np.array([p.get_height() for p in patches], dtype=float)
+    heights = np.array([p.get_width() if across else p.get_height() for p in patches], dtype=float)
     top = int(np.argmax(heights)) if heights.size else 0
     summary = f" (highest: bar {top}, {number(heights[top])})" if len(patches) > MAX_BARS else ""
     return f"{name}: {'; '.join(said)}{more}{summary}"
