@@ -119,7 +119,8 @@ def an_item_analysis():
               "pass_share": passed / 12, "mean": passed / 6, "discrimination": discrimination,
               "hints": [("the rows do not sum to 1", 3)], "failures_without_hint": 1,
               "flags": ["passed by few"] if passed < 2 else []}
-             for name, passed, discrimination in (("softmax", 1, 0.4), ("soft_lookup", 10, 0.2), ("hard_lookup", 12, None))]
+             for name, passed, discrimination in (("softmax", 1, 0.4), ("soft_lookup", 10, 0.2),
+                                                  ("hard_lookup", 12, None))]
     return {"lesson": LESSON, "items": items, "students": [f"s{i}" for i in range(12)], "missing": False,
             "totals": [i % 7 for i in range(12)], "max_total": 6.0, "similarities": [0.1 * (i % 9) for i in range(66)]}
 

@@ -183,7 +183,8 @@ def write(course_root, db_url, lesson, staged, extra=None):
         + "</ul></td><td><ul>" + "".join(f"<li>{html.escape(c)}</li>" for c in r["collected"])
         + f"</ul></td><td>{html.escape(', '.join(r['hand_grading']))}</td></tr>" for r in table)
     with open(base + ".html", "w") as f:
-        f.write(f"""<!doctype html><html lang=en><meta charset=utf-8><title>qkv grading anomalies: {html.escape(lesson)}</title>
+        f.write(f"""<!doctype html><html lang=en><meta charset=utf-8>
+<title>qkv grading anomalies: {html.escape(lesson)}</title>
 <style>body{{font-family:sans-serif}} td{{vertical-align:top;padding:4px 8px}} tr.flag{{background:#fff3cd}}
 table.pair td{{border:1px solid #ccc}} table.pair pre{{margin:0;font-size:85%}}</style>
 <main><h1>{html.escape(lesson)}: {len(table)} submissions, {flagged} with anomalies</h1>
