@@ -22,10 +22,12 @@ RUN = """async ([tags, rules]) => {
     rule: v.id, impact: v.impact, target: n.target.join(' '), html: n.html.slice(0, 300),
     summary: n.failureSummary.slice(0, 300)})));
 }"""
-OWNER = """([targets, upstream]) => targets.map(t => {
+OWNER = """([targets, upstream, areas]) => targets.map(t => {
   let element = null;
   try { element = document.querySelector(t); } catch (e) { return 'course'; }
-  return element && upstream.some(s => element.closest(s)) ? 'upstream' : 'course';
+  if (!element) return 'course';
+  if (areas.length) return areas.some(s => element.closest(s)) ? 'course' : 'upstream';
+  return upstream.some(s => element.closest(s)) ? 'upstream' : 'course';
 })"""
 
 
@@ -33,15 +35,24 @@ def available():
     return AXE.exists()
 
 
-def violations(page, upstream=()):
-    """{"course": [...], "upstream": [...]}: each a dict rule, impact, target, html, summary."""
+def violations(page, upstream=(), course_areas=()):
+    """{"course": [...], "upstream": [...]}: each a dict rule, impact, target, html, summary. With `course_areas`
+    (JupyterLab: the outputs and rendered markdown), only elements inside them are the course's."""
     page.add_script_tag(content=AXE.read_text())
     found = page.evaluate(RUN, [WCAG_21_AA, STRUCTURE])
-    owners = page.evaluate(OWNER, [[v["target"] for v in found], list(upstream)]) if found else []
+    owners = page.evaluate(OWNER, [[v["target"] for v in found], list(upstream), list(course_areas)]) if found else []
     split = {"course": [], "upstream": []}
     for violation, owner in zip(found, owners):
         split[owner].append(violation)
     return split
+
+
+def counted(found):
+    """"color-contrast 3, image-alt 1": how many of each rule."""
+    counts = {}
+    for v in found:
+        counts[v["rule"]] = counts.get(v["rule"], 0) + 1
+    return ", ".join(f"{rule} {n}" for rule, n in sorted(counts.items())) or "none"
 
 
 def listed(found):

@@ -11,6 +11,7 @@ import itertools
 import re
 
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -132,3 +133,15 @@ def test_in_a_kernel_a_figure_displays_as_html_with_alt_and_no_separate_png():
     finally:
         InteractiveShell.clear_instance()
         plt.close("all")
+
+
+def test_a_lessons_table_is_an_html_table_with_headers_and_aligned_text_in_a_terminal():
+    from qkv.tables import Table
+
+    shown = Table(["d_k", "variance <raw>"], [[1, "1.02"], [1024, "1023.50"]], caption="measured")
+    page = shown._repr_html_()
+    assert page.count('<th scope="col">') == 2 and page.count('<th scope="row">') == 2
+    assert "<caption>measured</caption>" in page and "variance &lt;raw&gt;" in page and "<td>1023.50</td>" in page
+    assert repr(shown).splitlines()[1:] == [" d_k  variance <raw>", "   1            1.02", "1024         1023.50"]
+    with pytest.raises(ValueError, match="every row needs 2 cells"):
+        Table(["a", "b"], [[1]])

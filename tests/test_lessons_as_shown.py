@@ -103,7 +103,9 @@ def run_recorded(lesson, folder):
                        resources={"metadata": {"path": str(SOLUTIONS / lesson)}}).execute()
     finally:
         os.environ.update({name: value for name, value in saved.items() if value is not None})
-    return dict(json.loads(record.read_text()), pictures=pictures_shown(notebook))
+    tables = sum('<table class="qkv-table">' in output.get("data", {}).get("text/html", "")
+                 for cell in notebook.cells for output in cell.get("outputs", ()))
+    return dict(json.loads(record.read_text()), pictures=pictures_shown(notebook), tables=tables)
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +142,12 @@ def test_every_figure_a_lesson_shows_has_alt_text_with_its_numbers(shown, lesson
     assert pictures, f"{lesson} showed no picture"
     undescribed = [(cell, alt) for cell, alt in pictures if not alt or len(alt) < 40 or not re.search(r"\d", alt)]
     assert not undescribed, f"{lesson}: pictures without a description (cell, alt): {undescribed}"
+
+
+@pytest.mark.parametrize("lesson, count", [("01-lookup", 1), ("03-scaling", 3), ("04-masking", 1)])
+def test_the_tables_a_lesson_prints_are_html_tables(shown, lesson, count):
+    # issue 44: a screen reader moves through an HTML table by rows and columns, not through aligned text
+    assert shown[lesson]["tables"] == count, f"{lesson} shows {shown[lesson]['tables']} qkv.tables tables"
 
 
 def total_variation_by_row(a, b):

@@ -103,7 +103,7 @@ def _allowed_attribute(tag, name, value):
         scheme = IGNORED_IN_SCHEME.sub("", value)
         return bool(PICTURE.match(scheme)) or ":" not in scheme.split("/", 1)[0]  # a picture, or a relative path
     return (tag, name) in {("a", "name"), ("img", "alt"), ("img", "width"), ("img", "height"), ("ol", "start"),
-                           ("td", "colspan"), ("td", "rowspan"), ("th", "colspan"), ("th", "rowspan"),
+                           ("td", "colspan"), ("td", "rowspan"), ("th", "colspan"), ("th", "rowspan"), ("th", "scope"),
                            ("table", "border"), ("details", "open")}
 
 
