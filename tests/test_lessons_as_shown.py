@@ -144,7 +144,8 @@ def test_every_figure_a_lesson_shows_has_alt_text_with_its_numbers(shown, lesson
     assert not undescribed, f"{lesson}: pictures without a description (cell, alt): {undescribed}"
 
 
-@pytest.mark.parametrize("lesson, count", [("01-lookup", 1), ("03-scaling", 3), ("04-masking", 1)])
+@pytest.mark.parametrize("lesson, count", [("01-lookup", 1), ("02-by-hand", 1), ("03-scaling", 3), ("04-masking", 1),
+                                           ("05-heads", 1)])
 def test_the_tables_a_lesson_prints_are_html_tables(shown, lesson, count):
     # issue 44: a screen reader moves through an HTML table by rows and columns, not through aligned text
     assert shown[lesson]["tables"] == count, f"{lesson} shows {shown[lesson]['tables']} qkv.tables tables"
