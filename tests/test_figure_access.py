@@ -130,6 +130,13 @@ def test_in_a_kernel_a_figure_displays_as_html_with_alt_and_no_separate_png():
         data, _ = shell.display_formatter.format(figure)
         assert "image/png" not in data and ' alt="Figure: ' in data["text/html"], sorted(data)
         assert data["text/plain"] == describe(figure)
+        # `%matplotlib inline` after qkv's import takes the printers out: the next cell puts them back
+        from matplotlib_inline.backend_inline import select_figure_formats
+        select_figure_formats(shell, {"png"})
+        assert ' alt="' not in shell.display_formatter.format(figure)[0].get("text/html", "")
+        shell.events.trigger("pre_run_cell", None)
+        data, _ = shell.display_formatter.format(figure)
+        assert "image/png" not in data and ' alt="Figure: ' in data["text/html"]
     finally:
         InteractiveShell.clear_instance()
         plt.close("all")

@@ -38,18 +38,35 @@ def _plain(figure, printer, cycle):
     printer.text(describe(figure))
 
 
-def show_figures_with_alt_text():
+def show_figures_with_alt_text(shell=None):
     """In an IPython kernel: figures display as HTML with alt text (above). Outside one: nothing to do (IPython
-    and matplotlib are not imported for it)."""
-    shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
+    and matplotlib are not imported for it). A kernel that imported qkv before its shell existed (the grader's
+    kernel template) calls this again with the shell."""
+    if shell is None:
+        shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
     if shell is None:
         return False
-    formatters = shell.display_formatter.formatters
-    printers = {"text/html": figure_html, "text/plain": _plain,
-                "image/png": lambda figure: None}  # the picture is in the HTML
-    for kind, printer in printers.items():
-        if "matplotlib.figure" in sys.modules:  # the inline backend registers its PNG printer by type
-            formatters[kind].for_type(sys.modules["matplotlib.figure"].Figure, printer)
-        else:
-            formatters[kind].for_type_by_name("matplotlib.figure", "Figure", printer)
+    _register_printers(shell)
+    if not getattr(shell, "_qkv_figures_with_alt_text", False):
+        # `%matplotlib inline` (IPython's select_figure_formats) takes every Figure printer out and puts its PNG one
+        # back: ours are registered again before every cell runs
+        shell.events.register("pre_run_cell", lambda *info: _register_printers(shell))
+        shell._qkv_figures_with_alt_text = True
     return True
+
+
+def _register_printers(shell):
+    formatters = shell.display_formatter.formatters
+    for kind, printer in (("text/html", figure_html), ("text/plain", _plain), ("image/png", _no_png)):
+        _register(formatters[kind], printer)
+
+
+def _no_png(figure):
+    return None  # the picture is in the HTML
+
+
+def _register(formatter, printer):
+    if "matplotlib.figure" in sys.modules:  # the inline backend registers its PNG printer by type
+        formatter.for_type(sys.modules["matplotlib.figure"].Figure, printer)
+    else:
+        formatter.for_type_by_name("matplotlib.figure", "Figure", printer)
