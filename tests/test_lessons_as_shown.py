@@ -37,8 +37,18 @@ def _qkv_label(ax, axis):
                  if label.strip()), "")
 
 
+def _qkv_series(ax):
+    # [kind, label, what tells it apart besides colour] for each series a legend names
+    lines = [["line", line.get_label(), f"{line.get_marker()} {line.get_linestyle()}"] for line in ax.lines
+             if not line.get_label().startswith("_")]
+    bars = [["bars", c.get_label(), c.patches[0].get_hatch() or ""] for c in ax.containers
+            if hasattr(c, "patches") and c.patches and not str(c.get_label()).startswith("_")]
+    return lines + bars
+
+
 def _qkv_axes(ax):
     return {"xlabel": _qkv_label(ax, "x"), "ylabel": _qkv_label(ax, "y"), "title": ax.get_title(),
+            "series": _qkv_series(ax),
             "colour_bar": hasattr(ax, "_colorbar"), "shown": bool(ax.axison and ax.get_visible()),
             "images": [_np.asarray(image.get_array(), dtype=float).tolist() for image in ax.images]}
 
@@ -149,6 +159,20 @@ def test_every_figure_a_lesson_shows_has_alt_text_with_its_numbers(shown, lesson
 def test_the_tables_a_lesson_prints_are_html_tables(shown, lesson, count):
     # issue 44: a screen reader moves through an HTML table by rows and columns, not through aligned text
     assert shown[lesson]["tables"] == count, f"{lesson} shows {shown[lesson]['tables']} qkv.tables tables"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_series_in_one_panel_differ_by_more_than_colour(shown, lesson):
+    # issue 44: lines by marker or line style, bars by hatch, so that a reader who cannot tell the colours apart can
+    # tell the series apart (the legend shows the same marker, style or hatch)
+    alike = []
+    for figure in shown[lesson]["figures"]:
+        for ax in plotted_axes(figure):
+            for kind in ("line", "bars"):
+                looks = [look for k, _, look in ax["series"] if k == kind]
+                if len(looks) != len(set(looks)):
+                    alike.append((figure["cell"], ax["title"], [s for s in ax["series"] if s[0] == kind]))
+    assert not alike, f"{lesson}: series told apart by colour alone (cell, panel, series): {alike}"
 
 
 def total_variation_by_row(a, b):
