@@ -61,7 +61,9 @@ def describe_image(ax, image):
     text = f"{head}, values from {number(finite.min())} to {number(finite.max())}"
     filled = np.where(np.isfinite(values), values, -np.inf)
     if n_rows <= MAX_ROWS:
-        best = [f"{rows[i]} → {cols[int(np.argmax(filled[i]))]} ({number(filled[i].max())})" for i in range(n_rows)]
+        best = [f"{rows[i]}: all equal ({number(filled[i].max())})" if np.ptp(filled[i]) < 1e-9 * max(1.0, abs(
+                    filled[i].max())) else f"{rows[i]} → {cols[int(np.argmax(filled[i]))]} ({number(filled[i].max())})"
+                for i in range(n_rows)]
         return f"{text}; largest value in each row: {'; '.join(best)}"
     i, j = np.unravel_index(int(np.argmax(filled)), values.shape)
     column_means = np.nanmean(values, axis=0)
@@ -82,7 +84,7 @@ def _reference_line(line):
 
 def describe_line(line, index):
     label = line.get_label()
-    name = label if label and not label.startswith("_") else f"series {index}"
+    name = label if label and not label.startswith("_") else ("the line" if index is None else f"line {index}")
     reference = _reference_line(line)
     if reference:
         return f"{reference} ({name})" if not label.startswith("_") else reference
@@ -116,7 +118,8 @@ def describe_bars(ax, container, index):
 
 
 def describe_axes(ax):
-    parts = [ax.get_title() or ax.get_title(loc="left") or "untitled panel"]
+    title = ax.get_title() or ax.get_title(loc="left")
+    parts = [title] if title else []
     axes_named = [f"{axis} axis: {label}" + (" (log scale)" if scale == "log" else "")
                   for axis, label, scale in (("x", ax.get_xlabel(), ax.get_xscale()),
                                              ("y", ax.get_ylabel(), ax.get_yscale())) if label]
@@ -126,7 +129,7 @@ def describe_axes(ax):
     bars = [c for c in ax.containers if hasattr(c, "patches")]
     parts += [describe_bars(ax, c, i + 1 if len(bars) > 1 else None) for i, c in enumerate(bars)]
     lines = [line for line in ax.lines if line.get_visible()]
-    parts += [describe_line(line, i + 1) for i, line in enumerate(lines)]
+    parts += [describe_line(line, i + 1 if len(lines) > 1 else None) for i, line in enumerate(lines)]
     return ". ".join(parts)
 
 
