@@ -86,9 +86,11 @@ student-edition: $(VENV)/.installed
 	PYTHONPATH="$(CURDIR)/source_lib:$(CURDIR)/autograde" $(PY) -m qkv_edition.build --dest "$(abspath $(DEST))" \
 	  $(if $(filter command line,$(origin LESSONS)),--lessons "$(LESSONS)") --handouts "$(HANDOUTS)"
 
-# Debian's chromium for tests/test_browser.py (without it, and outside CI, that one test is skipped)
+# Debian's chromium for tests/test_browser.py (without it, and outside CI, that one test is skipped), and axe-core
+# (npm, pinned in .ci/axe) for the accessibility checks tests/test_browser.py and test_accessibility.py run in it
 browser:
 	bash .ci/install-browser
+	bash .ci/install-axe
 
 # bubblewrap, the grader's sandbox for each submission (needs root or sudo; without it grading warns "isolation partial")
 sandbox:

@@ -174,6 +174,8 @@ def test_no_student_script_runs_and_figures_tables_and_maths_stay(graded, browse
             assert "$\\sqrt" not in text, path
             if path.parts[-3] == "mallory":
                 assert page.locator("table.dataframe td", has_text="table cell 42").count() == 1
+                # the figure, with its description as alt text (issue 44), and the raw PNG
+                assert page.locator(".output_html img[src^='data:image/png'][alt^='Figure: ']").count() >= 1
                 assert page.locator(".output_png img[src^='data:image/png']").count() >= 1
                 widths = page.locator(".output_png img").evaluate_all("imgs => imgs.map(i => i.outerHTML)")
                 assert not any("onerror" in w for w in widths), widths
@@ -216,7 +218,7 @@ def test_formgrader_renders_maths_from_the_local_server(graded, browser, tmp_pat
 
 def test_the_table_of_contents_names_each_test_by_its_exercise(graded):
     page = (graded[0] / "feedback" / "mallory" / LESSON / f"{LESSON}.html").read_text()
-    toc = page.split('<div id="toc">', 1)[1].split("</div>", 1)[0]
+    toc = page.split('<nav id="toc" aria-label="tests and answers">', 1)[1].split("</nav>", 1)[0]
     assert "Test cell" not in toc
     for exercise in ("hard_lookup", "softmax", "soft_lookup", "soft_lookup_by_temperature", "answer_why_separate"):
         assert f'<a href="#test_{exercise}">Test of <code>{exercise}</code></a>' in toc

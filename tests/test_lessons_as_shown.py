@@ -10,6 +10,7 @@ kept. Lessons 05 and 06 read SmolLM2's results from qkv.model_cache, as every ru
 Issue 46: a sentence of lessons 05-07 that states a measured result is quoted by the test that checks its numbers
 (`says`), so that rewording it fails until the test follows, and a change that makes it false fails on the numbers.
 """
+import html
 import json
 import os
 import re
@@ -40,8 +41,18 @@ def _qkv_label(ax, axis):
                  if label.strip()), "")
 
 
+def _qkv_series(ax):
+    # [kind, label, what tells it apart besides colour] for each series a legend names
+    lines = [["line", line.get_label(), f"{line.get_marker()} {line.get_linestyle()}"] for line in ax.lines
+             if not line.get_label().startswith("_")]
+    bars = [["bars", c.get_label(), c.patches[0].get_hatch() or ""] for c in ax.containers
+            if hasattr(c, "patches") and c.patches and not str(c.get_label()).startswith("_")]
+    return lines + bars
+
+
 def _qkv_axes(ax):
     return {"xlabel": _qkv_label(ax, "x"), "ylabel": _qkv_label(ax, "y"), "title": ax.get_title(),
+            "series": _qkv_series(ax),
             "colour_bar": hasattr(ax, "_colorbar"), "shown": bool(ax.axison and ax.get_visible()),
             "images": [_np.asarray(image.get_array(), dtype=float).tolist() for image in ax.images]}
 
@@ -90,9 +101,23 @@ def is_graded_test(cell):
     return meta.get("grade", False) and not meta.get("solution", False)
 
 
+def pictures_shown(notebook):
+    """[(cell id, alt text or None)] for every picture the executed notebook's outputs show (issue 44)."""
+    found = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", ()):
+            data = output.get("data", {})
+            if "image/png" in data or "image/jpeg" in data:
+                found.append((cell.get("id"), None))      # JupyterLab draws these with no alt
+            for tag in re.findall(r"<img\b[^>]*>", data.get("text/html", "")):
+                alt = re.search(r' alt="([^"]*)"', tag)
+                found.append((cell.get("id"), html.unescape(alt.group(1)) if alt else None))
+    return found
+
+
 def run_recorded(lesson, folder):
     """The lesson's solution notebook run with the recorder; returns {"figures": [...], "extract": {...},
-    "printed": {cell id: what it printed}}."""
+    "printed": {cell id: what it printed}, "pictures": [(cell id, alt text)], "tables": count of HTML tables}."""
     from nbclient import NotebookClient
 
     source = nbformat.read(SOLUTIONS / lesson / f"{lesson}.ipynb", as_version=4)
@@ -116,7 +141,9 @@ def run_recorded(lesson, folder):
     printed = {cell.get("id"): "".join(output.get("text", "") for output in cell.get("outputs", [])
                                       if output.get("output_type") == "stream")
                for cell in notebook.cells if cell.get("id") in lesson_ids}
-    return {**json.loads(record.read_text()), "printed": printed}
+    tables = sum('<table class="qkv-table">' in output.get("data", {}).get("text/html", "")
+                 for cell in notebook.cells for output in cell.get("outputs", ()))
+    return dict(json.loads(record.read_text()), printed=printed, pictures=pictures_shown(notebook), tables=tables)
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +171,36 @@ def test_every_axes_of_every_figure_a_lesson_draws_has_both_axis_labels(shown, l
                   for figure in figures for ax in plotted_axes(figure)
                   for axis in ("xlabel", "ylabel") if not ax[axis].strip()]
     assert not unlabelled, f"{lesson}: axes without a label (cell, panel, axis): {unlabelled}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_figure_a_lesson_shows_has_alt_text_with_its_numbers(shown, lesson):
+    # issue 44: a screen reader reads the alt text; "the numbers that matter" means at least one number in it
+    pictures = shown[lesson]["pictures"]
+    assert pictures, f"{lesson} showed no picture"
+    undescribed = [(cell, alt) for cell, alt in pictures if not alt or len(alt) < 40 or not re.search(r"\d", alt)]
+    assert not undescribed, f"{lesson}: pictures without a description (cell, alt): {undescribed}"
+
+
+@pytest.mark.parametrize("lesson, count", [("01-lookup", 1), ("02-by-hand", 1), ("03-scaling", 3), ("04-masking", 1),
+                                           ("05-heads", 1)])
+def test_the_tables_a_lesson_prints_are_html_tables(shown, lesson, count):
+    # issue 44: a screen reader moves through an HTML table by rows and columns, not through aligned text
+    assert shown[lesson]["tables"] == count, f"{lesson} shows {shown[lesson]['tables']} qkv.tables tables"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_series_in_one_panel_differ_by_more_than_colour(shown, lesson):
+    # issue 44: lines by marker or line style, bars by hatch, so that a reader who cannot tell the colours apart can
+    # tell the series apart (the legend shows the same marker, style or hatch)
+    alike = []
+    for figure in shown[lesson]["figures"]:
+        for ax in plotted_axes(figure):
+            for kind in ("line", "bars"):
+                looks = [look for k, _, look in ax["series"] if k == kind]
+                if len(looks) != len(set(looks)):
+                    alike.append((figure["cell"], ax["title"], [s for s in ax["series"] if s[0] == kind]))
+    assert not alike, f"{lesson}: series told apart by colour alone (cell, panel, series): {alike}"
 
 
 def total_variation_by_row(a, b):

@@ -1,5 +1,9 @@
 """Every lesson widget draws a figure at once and redraws it when a control moves (no front end needed:
-the picture is the Image widget's PNG, which lives in the kernel)."""
+the picture is an <img> in an HTML widget, which lives in the kernel). Issue 44: the <img> has the figure's
+description as alt text, and every control is one whose label a screen reader reads (no slider)."""
+import html
+import re
+
 import ipywidgets
 import numpy as np
 
@@ -14,19 +18,44 @@ def controls_and_image(explorer):
         for child in getattr(widget, "children", ()):
             walk(child)
     walk(explorer)
-    images = [w for w in found if isinstance(w, ipywidgets.Image)]
-    controls = [w for w in found if isinstance(w, ipywidgets.ValueWidget) and not isinstance(w, ipywidgets.Image)]
+    images = [w for w in found if isinstance(w, ipywidgets.HTML)]
+    controls = [w for w in found if isinstance(w, ipywidgets.ValueWidget) and not isinstance(w, ipywidgets.HTML)]
     assert len(images) == 1, "one figure per explorer"
     return controls, images[0]
 
 
+PICTURE = re.compile(r'<img src="data:image/png;base64,[A-Za-z0-9+/=]+" alt="([^"]+)"')
+
+
+def alt_text(image):
+    found = PICTURE.match(image.value)
+    assert found, f"the widget shows no PNG <img> with alt text: {image.value[:80]!r}"
+    return html.unescape(found.group(1))
+
+
 def assert_redraws(explorer, control_index, new_value):
     controls, image = controls_and_image(explorer)
-    before = bytes(image.value)
-    assert before.startswith(b"\x89PNG"), "the widget shows a PNG figure as soon as it is created"
+    before, alt_before = image.value, alt_text(image)
     controls[control_index].value = new_value
-    after = bytes(image.value)
-    assert after.startswith(b"\x89PNG") and after != before, "moving a control redraws the figure"
+    assert image.value != before, "moving a control redraws the figure"
+    assert alt_text(image) != alt_before, "the alt text follows the figure"
+    assert re.search(r"\d\.\d", alt_text(image)), "the alt text gives the figure's numbers"
+
+
+def test_every_control_has_a_name_a_screen_reader_reads():
+    # ipywidgets' slider handle (role=slider) has no accessible name; number fields and drop-downs have a <label for>
+    rng = np.random.default_rng(0)
+    W = [rng.normal(size=(4, 4)) for _ in range(3)]
+    explorers = [widgets.lookup_explorer(lookup.soft_lookup, np.eye(4), np.eye(4)[:, :2], list("abcd")),
+                 widgets.scaling_explorer(scaling.scale_for_unit_variance, scaling.entropy, n_keys=4, max_d_k=16),
+                 widgets.leak_explorer({"causal": lambda X: masking.causal_self_attention(X, *W)},
+                                       rng.normal(size=(3, 4)), ["a", "b", "c"]),
+                 widgets.head_explorer([np.ones((2, 3, 3)) / 3], ["a", "b", "c"])]
+    for explorer in explorers:
+        controls, _ = controls_and_image(explorer)
+        for control in controls:
+            assert isinstance(control, (ipywidgets.BoundedFloatText, ipywidgets.Dropdown)), type(control).__name__
+            assert control.description.strip(), f"{type(control).__name__} without a description"
 
 
 def test_lookup_explorer_follows_the_query_and_the_temperature():
@@ -59,7 +88,7 @@ def test_head_explorer_follows_layer_and_head():
     assert_redraws(explorer, 1, 3)
 
 
-def test_lookup_explorer_names_its_sliders_after_the_features():
+def test_lookup_explorer_names_its_controls_after_the_features():
     keys, values = np.eye(4) * 3, np.arange(8.0).reshape(4, 2)
     features = ["cooking", "history", "space", "fiction"]
     explorer = widgets.lookup_explorer(lookup.soft_lookup, keys, values, list("abcd"), query_labels=features)
@@ -76,4 +105,4 @@ def test_a_kernel_without_a_front_end_builds_the_widgets_but_draws_nothing(monke
     explorer = widgets.lookup_explorer(lambda *a, **k: calls.append(a) or lookup.soft_lookup(*a, **k), keys, values,
                                        list("abcd"), query=[0, 1, 1, 0])
     controls, image = controls_and_image(explorer)
-    assert len(controls) == 5 and bytes(image.value) == b"" and not calls
+    assert len(controls) == 5 and image.value == "" and not calls

@@ -1,6 +1,30 @@
-"""Figures shared by the lessons. Every function draws on an Axes (made if not given) and returns it."""
+"""Figures shared by the lessons. Every function draws on an Axes (made if not given) and returns it.
+
+Importing this module makes the course's figures accessible (issue 44): in a notebook every figure is shown with a
+description as its alt text (qkv.figure_display), series get a colour, a marker and a line style each on a palette
+safe under colour-vision deficiencies, and text on a coloured cell is black or white by contrast (qkv.colours).
+"""
 import matplotlib.pyplot as plt
 import numpy as np
+
+from qkv.colours import MASK_COLOURS, SERIES_COLOURS, series_cycler, series_style, text_colour_on  # noqa: F401 (series_style: for the lessons)
+from qkv.figure_display import show_figures_with_alt_text
+
+plt.rcParams["axes.prop_cycle"] = series_cycler()
+show_figures_with_alt_text()
+
+
+def caption(figure, text):
+    """Put a lesson's own sentence first in the figure's description (its alt text); returns the figure."""
+    figure.qkv_caption = str(text)
+    return figure
+
+
+def annotate_cells(ax, image, values, texts, fontsize=8):
+    # [n_q, n_k] texts centred on the cells of `image`, each black or white, whichever contrasts more with its cell
+    for (i, j), text in np.ndenumerate(np.asarray(texts, dtype=object)):
+        ax.text(j, i, text, ha="center", va="center", fontsize=fontsize,
+                color=text_colour_on(image.cmap(image.norm(values[i, j]))))
 
 
 def _axes(ax, size=(5, 4)):
@@ -29,11 +53,7 @@ def attention_heatmap(weights, query_labels=None, key_labels=None, ax=None, titl
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query (attending)")
     if annotate if annotate is not None else n_q * n_k <= 64:
-        for i in range(n_q):
-            for j in range(n_k):
-                light = weights[i, j] < 0.6 * weights.max()
-                ax.text(j, i, f"{weights[i, j]:.2f}", ha="center", va="center", fontsize=8,
-                        color="white" if light else "black")
+        annotate_cells(ax, image, weights, [[f"{w:.2f}" for w in row] for row in weights])
     # a colour bar beside the image itself, as tall as the image whatever the figure's proportions
     from mpl_toolkits.axes_grid1 import make_axes_locatable
     bar_axes = make_axes_locatable(ax).append_axes("right", size=0.15, pad=0.1)
@@ -47,7 +67,7 @@ def weights_bar(weights, labels=None, ax=None, title=None, ylim=(0, 1)):
     # [n] weights of one query over n keys
     weights = np.asarray(weights, dtype=float)
     ax = _axes(ax, (5, 3))
-    ax.bar(range(len(weights)), weights, color="tab:blue")
+    ax.bar(range(len(weights)), weights, color=SERIES_COLOURS[0])
     labels = list(labels) if labels is not None else list(range(len(weights)))
     long_labels = max(len(str(label)) for label in labels) > 6
     ax.set_xticks(range(len(weights)), labels, rotation=30 if long_labels else 0,
@@ -114,16 +134,13 @@ def mask_grid(mask, query_labels=None, key_labels=None, ax=None, title=None, mar
     n_q, n_k = mask.shape
     ax = _axes(ax, (max(3.0, 0.5 * n_k + 1.2), max(2.6, 0.45 * n_q + 1.0)))
     from matplotlib.colors import ListedColormap
-    ax.imshow(mask, cmap=ListedColormap(["#e8e8e8", "#2e8b57"]), vmin=0, vmax=1)
+    image = ax.imshow(mask, cmap=ListedColormap(MASK_COLOURS), vmin=0, vmax=1)
     ax.set_xticks(range(n_k), key_labels if key_labels is not None else range(n_k), rotation=60, ha="right")
     ax.set_yticks(range(n_q), query_labels if query_labels is not None else range(n_q))
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query (attending)")
     if n_q * n_k <= 400:
-        for i in range(n_q):
-            for j in range(n_k):
-                ax.text(j, i, marks[0] if mask[i, j] else marks[1], ha="center", va="center", fontsize=10,
-                        color="white" if mask[i, j] else "dimgray")
+        annotate_cells(ax, image, mask, np.where(mask, marks[0], marks[1]), fontsize=10)
     if title:
         ax.set_title(title)
     return ax

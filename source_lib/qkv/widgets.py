@@ -5,30 +5,47 @@ inside interactive_output's Output widget, left nbgrader waiting forever at less
 (seen twice here on a loaded machine; nbclient issue 312 describes such hangs), and an image shows
 the same picture in every front end.
 
+Accessible (issue 44): the picture is an <img> in an HTML widget, with the figure's description as its alt text
+(qkv.figure_text), redrawn with it; every control is one a screen reader can name. ipywidgets' sliders cannot be:
+their handle (role="slider") is not tied to the description's <label>, so the explorers use number fields and
+drop-downs, whose <label for=...> ipywidgets writes.
+
 A kernel with no front end (the grader's, which sets QKV_NO_FRONT_END) builds the widgets but draws no picture:
 no one can see it, and a graded notebook does not keep a widget's state, so feedback pages never show it. That
 was a fifth of a lesson 01 kernel's CPU time during grading.
 """
-import io
 import os
 
 import ipywidgets as widgets
 import numpy as np
 from matplotlib.figure import Figure
 
-from qkv import NO_FRONT_END, plots
+from qkv import NO_FRONT_END, colours, plots
+from qkv.figure_display import figure_html
+
+LABELLED = {"style": {"description_width": "initial"}}
+
+
+def number_field(description, value, low, high, step):
+    """A labelled number field (arrow keys step it), where a slider's handle would have no accessible name."""
+    return widgets.BoundedFloatText(value=value, min=low, max=high, step=step, description=description,
+                                    layout=widgets.Layout(width="12em"), **LABELLED)
+
+
+def choice(description, options, value):
+    """A labelled drop-down of the values a slider would stop at."""
+    return widgets.Dropdown(options=options, value=value, description=description, **LABELLED)
 
 
 def live_figure(draw, controls, figsize):
-    """An Image widget showing draw(figure, **values of controls), redrawn when any control changes."""
-    image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
+    """An HTML widget showing draw(figure, **values of controls) as an <img> with alt text, redrawn when any
+    control changes."""
+    image = widgets.HTML(layout=widgets.Layout(max_width="100%"))
 
     def redraw(_change=None):
         figure = Figure(figsize=figsize)
         draw(figure, **{name: control.value for name, control in controls.items()})
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
-        image.value = buffer.getvalue()
+        image.value = figure_html(figure, dpi=90)
 
     for control in controls.values():
         control.observe(redraw, names="value")
@@ -38,7 +55,7 @@ def live_figure(draw, controls, figsize):
 
 
 def lookup_explorer(soft_lookup, keys, values, key_labels, query=None, value_labels=None, query_labels=None):
-    """Sliders for each query component and the temperature; shows weights and the blended output.
+    """A number field for each query component and a temperature drop-down; shows weights and the blended output.
 
     query_labels name the sliders after the features the key components stand for ("cooking", ...);
     without them the sliders are q[0], q[1], ...
@@ -46,11 +63,8 @@ def lookup_explorer(soft_lookup, keys, values, key_labels, query=None, value_lab
     keys, values = np.asarray(keys, dtype=float), np.asarray(values, dtype=float)
     query = np.zeros(keys.shape[1]) if query is None else np.asarray(query, dtype=float)
     query_labels = list(query_labels) if query_labels is not None else [f"q[{i}]" for i in range(len(query))]
-    component_sliders = [widgets.FloatSlider(value=float(x), min=-3, max=3, step=0.1, description=label,
-                                             style={"description_width": "initial"})
-                         for label, x in zip(query_labels, query)]
-    temperature_slider = widgets.FloatLogSlider(value=1.0, base=10, min=-2, max=1, step=0.05,
-                                                description="temperature", style={"description_width": "initial"})
+    component_sliders = [number_field(label, float(x), -3, 3, 0.1) for label, x in zip(query_labels, query)]
+    temperature_slider = choice("temperature", [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0], 1.0)
     value_labels = value_labels or [f"v[{i}]" for i in range(values.shape[1])]
 
     def draw(figure, **settings):
@@ -58,7 +72,7 @@ def lookup_explorer(soft_lookup, keys, values, key_labels, query=None, value_lab
         weights, output = soft_lookup(q, keys, values, temperature=settings["temperature"])
         left, right = figure.subplots(1, 2)
         plots.weights_bar(weights, key_labels, ax=left, title="weights = softmax(keys @ q / T)")
-        right.bar(range(len(output)), output, color="tab:orange")
+        right.bar(range(len(output)), output, **colours.series_style(1))
         right.set_xticks(range(len(output)), value_labels)
         right.set_ylim(min(0.0, values.min()) * 1.05, values.max() * 1.05)
         right.set_xlabel("component of the output")
@@ -73,11 +87,10 @@ def lookup_explorer(soft_lookup, keys, values, key_labels, query=None, value_lab
 
 
 def head_explorer(layer_weights, labels, layer=None, head=0):
-    """Sliders for layer and head over a forward pass's weights (list over layers of [H, T, T])."""
+    """Drop-downs for layer and head over a forward pass's weights (list over layers of [H, T, T])."""
     n_layers, n_heads = len(layer_weights), np.shape(layer_weights[0])[0]
-    layer_slider = widgets.IntSlider(value=n_layers - 1 if layer is None else layer, min=0, max=n_layers - 1,
-                                     description="layer")
-    head_slider = widgets.IntSlider(value=head, min=0, max=n_heads - 1, description="head")
+    layer_slider = choice("layer", list(range(n_layers)), n_layers - 1 if layer is None else layer)
+    head_slider = choice("head", list(range(n_heads)), head)
 
     def draw(figure, layer, head):
         weights = np.asarray(layer_weights[layer][head], dtype=float)
@@ -106,8 +119,7 @@ def scaling_explorer(scale_for_unit_variance, entropy, n_keys=8, max_d_k=1024, s
     rng = np.random.default_rng(seed)
     query, keys = rng.standard_normal(max_d_k), rng.standard_normal((n_keys, max_d_k))
     labels = [f"k{i}" for i in range(n_keys)]
-    d_k_slider = widgets.SelectionSlider(options=[2 ** i for i in range(int(np.log2(max_d_k)) + 1)],
-                                         value=min(64, max_d_k), description="d_k")
+    d_k_slider = choice("d_k", [2 ** i for i in range(int(np.log2(max_d_k)) + 1)], min(64, max_d_k))
 
     def draw(figure, d_k):
         scores = keys[:, :d_k] @ query[:d_k]  # [n_keys]: unit-variance q.k, variance d_k
@@ -132,7 +144,7 @@ def leak_explorer(attend_by_name, X, labels):
     X = np.asarray(X, dtype=float)
     word = widgets.Dropdown(options=[(str(label), j) for j, label in enumerate(labels)], value=len(labels) - 1,
                             description="nudge word")
-    size = widgets.FloatLogSlider(value=1.0, base=10, min=-6, max=1, step=0.25, description="nudge size")
+    size = choice("nudge size", [10.0 ** k for k in range(-6, 2)], 1.0)
     baselines = {name: np.asarray(fn(X)) for name, fn in attend_by_name.items()}
 
     def draw(figure, j, delta):
@@ -141,12 +153,15 @@ def leak_explorer(attend_by_name, X, labels):
         axes = figure.subplots(1, len(attend_by_name), squeeze=False)
         for ax, (name, fn) in zip(axes[0], attend_by_name.items()):
             moved = np.abs(np.asarray(fn(nudged)) - baselines[name]).max(axis=1)
-            colours = ["tab:red" if i < j else "tab:blue" for i in range(len(labels))]
-            ax.bar(range(len(labels)), moved, color=colours)
+            # earlier outputs in orange and hatched, the nudged word and later ones in plain blue: not colour alone
+            earlier, later = colours.series_style(1), colours.series_style(0)
+            ax.bar(range(j), moved[:j], label="earlier tokens", **earlier)
+            ax.bar(range(j, len(labels)), moved[j:], label="the nudged token and later", **later)
             ax.set_xticks(range(len(labels)), labels)
             ax.set_xlabel("output of the token")
             ax.set_ylabel("largest change of the output")
-            ax.set_title(f"{name}: earlier outputs (red) moved {moved[:j].max(initial=0):.3g}")
+            ax.set_title(f"{name}: earlier outputs (hatched) moved {moved[:j].max(initial=0):.3g}")
+            ax.legend(fontsize=7)
         figure.tight_layout()
 
     output = live_figure(draw, {"j": word, "delta": size}, figsize=(4.5 * len(attend_by_name), 3))

@@ -49,6 +49,7 @@ NO_ALT_TEXT = "No description has been provided for this image"  # nbconvert's w
 # a <script> or <style> block, left as it is, or an <img> tag (attribute values may hold ">")
 RAW_TEXT_OR_IMAGE = re.compile(r"(?P<raw><(script|style)\b.*?</\2\s*>)|<img\b(?:\"[^\"]*\"|'[^']*'|[^'\">])*>",
                                re.S | re.I)
+HEADING_TAG = re.compile(r"<(/?)h([1-5])([\s>])", re.I)
 QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'")
 ALT_ATTRIBUTE = re.compile(r"[\s/\"']alt(?=[\s=/>])", re.I)
 LAB_AREAS = "jp-Notebook"  # what nbconvert's tabindex pass looks for
@@ -102,7 +103,7 @@ def _allowed_attribute(tag, name, value):
         scheme = IGNORED_IN_SCHEME.sub("", value)
         return bool(PICTURE.match(scheme)) or ":" not in scheme.split("/", 1)[0]  # a picture, or a relative path
     return (tag, name) in {("a", "name"), ("img", "alt"), ("img", "width"), ("img", "height"), ("ol", "start"),
-                           ("td", "colspan"), ("td", "rowspan"), ("th", "colspan"), ("th", "rowspan"),
+                           ("td", "colspan"), ("td", "rowspan"), ("th", "colspan"), ("th", "rowspan"), ("th", "scope"),
                            ("table", "border"), ("details", "open")}
 
 
@@ -177,6 +178,11 @@ def _image_sizes(metadata):
             for kind, sizes in metadata.items() if kind in ("image/png", "image/jpeg") and isinstance(sizes, dict)}
 
 
+def one_level_down(html):
+    """Headings h1-h5 one level lower (h6 stays): the page's one h1 is its score (issue 44: one h1, first)."""
+    return HEADING_TAG.sub(lambda m: f"<{m.group(1)}h{int(m.group(2)) + 1}{m.group(3)}", html)
+
+
 def describe_images(html):
     """`html` with alt="…" on each <img> that has no alt attribute (not inside <script> or <style>)."""
     return RAW_TEXT_OR_IMAGE.sub(lambda match: match.group(0) if match.group("raw") else _with_alt(match), html)
@@ -213,7 +219,7 @@ class FeedbackExporter(HTMLExporter):
             path=context.get("resources", {}).get("metadata", {}).get("path", ""),
             anchor_link_text=self.anchor_link_text, exclude_anchor_links=self.exclude_anchor_links,
             **self.lexer_options)
-        return inert_html(MarkdownWithMath(renderer=renderer).render(source))
+        return one_level_down(inert_html(MarkdownWithMath(renderer=renderer).render(source)))
 
     def from_notebook_node(self, nb, resources=None, **kw):
         nb = inert_notebook(nb)

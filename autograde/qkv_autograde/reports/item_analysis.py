@@ -139,12 +139,16 @@ def analyse(course_root, db_url, lesson):
 # ------------------------------------------------------------------------------------------------ the page
 
 def _png(figure):
+    """The figure as an <img> whose alt text says what it shows, numbers included (issue 44: qkv.figure_text)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from qkv.figure_text import describe
 
     FigureCanvasAgg(figure)
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
-    return base64.b64encode(buffer.getvalue()).decode()
+    return (f'<img src="data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}" '
+            f'alt="{html.escape(describe(figure))}">')
 
 
 def histogram_png(totals, max_total):
@@ -169,18 +173,24 @@ def pass_share_png(items):
     axes = figure.add_subplot()
     labels = [item["name"] for item in items]
     shares = [100 * (item["pass_share"] or 0) for item in items]
-    colours = ["#c44e52" if item["flags"] else "#4c72b0" for item in items]
-    axes.barh(range(len(items)), shares, color=colours)
+    # flagged items in vermillion and hatched, the others plain blue: never colour alone (issue 44, qkv.colours)
+    from qkv.colours import series_style, text_colour_on
+
+    styles = [series_style(5 if item["flags"] else 0) for item in items]
+    axes.barh(range(len(items)), shares, color=[s["color"] for s in styles], hatch=[s["hatch"] for s in styles],
+              edgecolor="black", linewidth=0.6)
     axes.set_yticks(range(len(items)), labels)
     axes.invert_yaxis()
     axes.set_xlim(0, 100)
     for row, share in enumerate(shares):  # a 0% bar is invisible without its number
         inside = share > 88
         axes.text(share - 1 if inside else share + 1, row, f"{share:.0f}%", va="center",
-                  ha="right" if inside else "left", color="white" if inside else "black", fontsize=8)
+                  ha="right" if inside else "left", color=text_colour_on(styles[row]["color"]) if inside else "black",
+                  fontsize=8)
     for line in (100 * FAILS, 100 * PASSES):
         axes.axvline(line, color="grey", linestyle=":", linewidth=1)
-    axes.set_xlabel("students with full points (%); flagged items in red")
+    axes.set_xlabel("students with full points (%); flagged items hatched")
+    axes.set_title("share of students with full points, by test cell")
     return _png(figure)
 
 
@@ -208,7 +218,7 @@ that at most {similarity.common_limit(round((1 + (1 + 8 * len(similarities)) ** 
 wrote (what many write is no evidence) and nothing the release gives. The class's norm: {100 * fence:.0f}% (upper
 quartile plus three interquartile ranges); pairs above it and above {100 * similarity.PAIR_SHARE:.0f}% (dotted) are
 named in the anomaly report as `{similarity.CLASSMATE}`.</p>
-<img alt="histogram of pair similarities" src="data:image/png;base64,{similarity_png(similarities)}">"""
+{similarity_png(similarities)}"""
 
 
 def _shown(value, digits=2):
@@ -218,15 +228,15 @@ def _shown(value, digits=2):
 def render(result):
     lesson, items, n = result["lesson"], result["items"], len(result["students"])
     title = f"qkv item analysis: {html.escape(lesson)}"
-    head = f"""<!doctype html><meta charset=utf-8><title>{title}</title>
+    head = f"""<!doctype html><html lang=en><meta charset=utf-8><title>{title}</title>
 <style>body{{font-family:sans-serif;max-width:70em}} td,th{{vertical-align:top;padding:4px 8px;text-align:left}}
 tr.flag{{background:#fff3cd}} td.num{{text-align:right}} ul{{margin:0;padding-left:1.2em}}</style>
-<h1>{title}</h1>"""
+<main><h1>{title}</h1>"""
     if result["missing"]:
         return head + f"<p>The gradebook has no assignment named {html.escape(lesson)} (or there is no gradebook "\
-                      f"yet): grade it first.</p>"
+                      f"yet): grade it first.</p></main>"
     if not n:
-        return head + "<p>No submissions graded yet: nothing to analyse.</p>"
+        return head + "<p>No submissions graded yet: nothing to analyse.</p></main>"
     totals = np.asarray(result["totals"])
     flagged = sum(bool(item["flags"]) for item in items)
     rows = []
@@ -250,13 +260,13 @@ with the rest of the total (total minus the cell); near 0 the cell does not sepa
 those who do not, negative usually means the test or its hint is wrong (— when every student scored the same).
 <b>hints</b>: the commonest first lines of the failure messages, among students without full points.
 Flagged: passed by fewer than {100 * FAILS:.0f}% or more than {100 * PASSES:.0f}%, or negative discrimination.</p>
-<img alt="histogram of total scores" src="data:image/png;base64,{histogram_png(result['totals'], result['max_total'])}">
-<img alt="pass share per test cell" src="data:image/png;base64,{pass_share_png(items)}">
+{histogram_png(result['totals'], result['max_total'])}
+{pass_share_png(items)}
 {_similarity_section(result.get("similarities"))}
-<table><tr><th>notebook</th><th>test cell</th><th>points</th><th>pass</th><th>mean</th><th>discrimination</th>
-<th>commonest hints among failures
+<table><tr><th scope=col>notebook</th><th scope=col>test cell</th><th scope=col>points</th><th scope=col>pass</th>
+<th scope=col>mean</th><th scope=col>discrimination</th><th scope=col>commonest hints among failures
 (a self-check with variants: every answer, by canonical option or kind)</th>
-<th>flags</th></tr>{''.join(rows)}</table>"""
+<th scope=col>flags</th></tr>{''.join(rows)}</table></main>"""
 
 
 def write(course_root, db_url, lesson):

@@ -183,15 +183,17 @@ def write(course_root, db_url, lesson, staged, extra=None):
         + "</ul></td><td><ul>" + "".join(f"<li>{html.escape(c)}</li>" for c in r["collected"])
         + f"</ul></td><td>{html.escape(', '.join(r['hand_grading']))}</td></tr>" for r in table)
     with open(base + ".html", "w") as f:
-        f.write(f"""<!doctype html><meta charset=utf-8><title>qkv grading anomalies: {html.escape(lesson)}</title>
+        f.write(f"""<!doctype html><html lang=en><meta charset=utf-8>
+<title>qkv grading anomalies: {html.escape(lesson)}</title>
 <style>body{{font-family:sans-serif}} td{{vertical-align:top;padding:4px 8px}} tr.flag{{background:#fff3cd}}
 table.pair td{{border:1px solid #ccc}} table.pair pre{{margin:0;font-size:85%}}</style>
-<h1>{html.escape(lesson)}: {len(table)} submissions, {flagged} with anomalies</h1>
+<main><h1>{html.escape(lesson)}: {len(table)} submissions, {flagged} with anomalies</h1>
 <p>Read every highlighted row before releasing grades: a timeout, a dead kernel, a refused folder or an edited
 locked cell means the score may not be what the student earned.</p>
 <p>Notes from an earlier collection say which: [round, when, export]. The score is the latest grade.</p>
 <p>{html.escape(waiting_for_hand_grading(table))}</p>
-<table><tr><th>student</th><th>name</th><th>notebook</th><th>score</th><th>max</th><th>anomalies</th><th>collected</th>
-<th>waits for hand grading</th></tr>{body}
-</table>""")
+<table><tr><th scope=col>student</th><th scope=col>name</th><th scope=col>notebook</th><th scope=col>score</th>
+<th scope=col>max</th><th scope=col>anomalies</th><th scope=col>collected</th><th scope=col>waits for hand grading</th>
+</tr>{body}
+</table></main>""")
     return table

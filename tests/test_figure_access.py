@@ -1,0 +1,154 @@
+"""Figures a reader with low vision, a colour-vision deficiency or a screen reader can use (issue 44).
+
+- text on a coloured cell reaches WCAG 2.1 AA's 4.5:1 against its cell, over every colormap the course draws with;
+- the series palette stays apart under protanopia, deuteranopia and tritanopia, simulated with Machado, Oliveira
+  and Fernandes (2009)'s matrices at severity 1 (applied to linear RGB), by at least MIN_DELTA_E (CIE76 ΔE*ab in
+  CIELAB, D65); and each series carries a marker and a line style of its own, so colour is never the only signal;
+- every figure the library draws has a description with its numbers, shown as the alt text of its <img>.
+"""
+import html
+import itertools
+import re
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.colors import ListedColormap, to_rgb  # noqa: E402
+
+from qkv import colours, figure_display, masking, plots  # noqa: E402
+from qkv.figure_text import describe  # noqa: E402
+
+MIN_DELTA_E = 15.0   # CIE76; 2.3 is a just-noticeable difference, the old tab:orange / tab:green was 4.6 (protan)
+MACHADO_2009 = {     # severity 1.0, linear RGB
+    "protanopia": [[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216], [-0.003882, -0.048116, 1.051998]],
+    "deuteranopia": [[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413], [-0.011820, 0.042940, 0.968881]],
+    "tritanopia": [[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602], [0.004733, 0.691367, 0.303900]],
+}
+SRGB_TO_XYZ = np.array([[0.4124564, 0.3575761, 0.1804375], [0.2126729, 0.7151522, 0.0721750],
+                        [0.0193339, 0.1191920, 0.9503041]])
+D65 = np.array([0.95047, 1.0, 1.08883])
+# every colormap a figure of the course draws cells with: the library's and the lessons' own imshow calls
+COLORMAPS = ["viridis", "magma", ListedColormap(colours.MASK_COLOURS)]
+
+
+def cielab(linear_rgb):
+    # [3] linear RGB -> [3] L*, a*, b*
+    t = SRGB_TO_XYZ @ np.clip(linear_rgb, 0, 1) / D65
+    f = np.where(t > (6 / 29) ** 3, np.cbrt(t), t / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def seen_with(deficiency, colour):
+    matrix = np.eye(3) if deficiency is None else np.array(MACHADO_2009[deficiency])
+    return cielab(matrix @ colours.srgb_to_linear(to_rgb(colour)))
+
+
+def test_the_simulation_reproduces_the_collapse_issue_44_measured():
+    # matplotlib's tab:orange and tab:green, 4.6 apart for a protanope: the method the palette is held to
+    gap = np.linalg.norm(seen_with("protanopia", "tab:orange") - seen_with("protanopia", "tab:green"))
+    assert abs(gap - 4.6) < 0.1, gap
+
+
+def test_series_colours_stay_apart_under_every_colour_vision_deficiency():
+    for deficiency in (None, *MACHADO_2009):
+        for a, b in itertools.combinations(colours.SERIES_COLOURS, 2):
+            gap = np.linalg.norm(seen_with(deficiency, a) - seen_with(deficiency, b))
+            assert gap >= MIN_DELTA_E, f"{a} and {b} are {gap:.1f} apart under {deficiency or 'normal vision'}"
+
+
+def test_every_series_has_its_own_marker_and_line_style():
+    cycle = list(colours.series_cycler())
+    assert len({c["marker"] for c in cycle}) == len({str(c["linestyle"]) for c in cycle}) == len(cycle)
+    figure, ax = plt.subplots()
+    lines = [ax.plot([0, 1], [i, i + 1], label=str(i))[0] for i in range(3)]
+    assert len({line.get_marker() for line in lines}) == 3 and len({str(line.get_linestyle()) for line in lines}) == 3
+    assert len({colours.series_style(i)["hatch"] for i in range(len(cycle))}) == len(cycle)
+    plt.close(figure)
+
+
+def test_black_or_white_text_reaches_aa_contrast_on_every_cell_colour():
+    for cmap in COLORMAPS:
+        cmap = plt.get_cmap(cmap) if isinstance(cmap, str) else cmap
+        for cell in cmap(np.linspace(0, 1, 256)):
+            text = colours.text_colour_on(cell)
+            assert colours.contrast_ratio(cell, to_rgb(text)) >= colours.AA_TEXT_CONTRAST, (cmap.name, cell, text)
+
+
+def cell_text_contrasts(ax):
+    image = ax.images[0]
+    values = np.asarray(image.get_array())
+    return [colours.contrast_ratio(image.cmap(image.norm(values[int(round(t.get_position()[1])),
+                                                                int(round(t.get_position()[0]))])),
+                                   to_rgb(t.get_color())) for t in ax.texts]
+
+
+def test_numbers_and_marks_drawn_on_cells_reach_aa_contrast():
+    weights = np.random.default_rng(0).dirichlet(np.ones(8) * 0.3, size=8)
+    drawn = [plots.attention_heatmap(weights), plots.attention_heatmap(np.linspace(0, 1, 64).reshape(8, 8)),
+             plots.mask_grid(masking.causal_mask(5))]
+    for ax in drawn:
+        ratios = cell_text_contrasts(ax)
+        assert ratios and min(ratios) >= colours.AA_TEXT_CONTRAST, f"{ax.get_title()}: {min(ratios):.2f}:1"
+    plt.close("all")
+
+
+def test_each_figure_is_described_with_its_numbers():
+    ax = plots.attention_heatmap([[0.9, 0.1], [0.3, 0.7]], ["cat", "dog"], ["a", "b"], title="two queries")
+    text = describe(ax.figure)
+    assert "two queries" in text and "cat → a (0.9)" in text and "dog → b (0.7)" in text, text
+    ax = plots.weights_bar([0.25, 0.75], ["left", "right"], title="one query")
+    assert "left 0.25" in describe(ax.figure) and "right 0.75" in describe(ax.figure)
+    ax = plots.mask_grid(masking.causal_mask(2), ["x", "y"], ["x", "y"])
+    assert "3 of 4 cells marked" in describe(ax.figure) and "x: x; y: x, y" in describe(ax.figure)
+    figure, ax = plt.subplots()
+    ax.semilogx([1, 10, 100], [3.0, 2.0, 5.0], label="loss")
+    assert "loss: 3 points from (1, 3) to (100, 5), lowest 2 at 10, highest 5 at 100" in describe(plots.caption(
+        figure, "Loss falls, then rises.")), describe(figure)
+    assert describe(figure).startswith("Loss falls, then rises.")
+    plt.close("all")
+
+
+def test_a_figure_is_shown_as_an_img_whose_alt_is_its_description():
+    ax = plots.attention_heatmap([[0.9, 0.1], [0.3, 0.7]], ["cat", "dog"], ["a", "b"])
+    shown = figure_display.figure_html(ax.figure)
+    alt = html.unescape(re.search(r' alt="([^"]*)"', shown).group(1))
+    assert shown.startswith('<img src="data:image/png;base64,') and alt == describe(ax.figure)
+    plt.close("all")
+
+
+def test_in_a_kernel_a_figure_displays_as_html_with_alt_and_no_separate_png():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        assert figure_display.show_figures_with_alt_text()
+        figure, ax = plt.subplots()
+        ax.plot([0, 1], [0, 2], label="rise")
+        data, _ = shell.display_formatter.format(figure)
+        assert "image/png" not in data and ' alt="Figure: ' in data["text/html"], sorted(data)
+        assert data["text/plain"] == describe(figure)
+        # `%matplotlib inline` after qkv's import takes the printers out: the next cell puts them back
+        from matplotlib_inline.backend_inline import select_figure_formats
+        select_figure_formats(shell, {"png"})
+        assert ' alt="' not in shell.display_formatter.format(figure)[0].get("text/html", "")
+        shell.events.trigger("pre_run_cell", None)
+        data, _ = shell.display_formatter.format(figure)
+        assert "image/png" not in data and ' alt="Figure: ' in data["text/html"]
+    finally:
+        InteractiveShell.clear_instance()
+        plt.close("all")
+
+
+def test_a_lessons_table_is_an_html_table_with_headers_and_aligned_text_in_a_terminal():
+    from qkv.tables import Table
+
+    shown = Table(["d_k", "variance <raw>"], [[1, "1.02"], [1024, "1023.50"]], caption="measured")
+    page = shown._repr_html_()
+    assert page.count('<th scope="col">') == 2 and page.count('<th scope="row">') == 2
+    assert "<caption>measured</caption>" in page and "variance &lt;raw&gt;" in page and "<td>1023.50</td>" in page
+    assert repr(shown).splitlines()[1:] == [" d_k  variance <raw>", "   1            1.02", "1024         1023.50"]
+    with pytest.raises(ValueError, match="every row needs 2 cells"):
+        Table(["a", "b"], [[1]])
