@@ -385,7 +385,7 @@ def test_the_editions_make_lab_installs_and_opens_its_first_lesson(edition, borr
 def test_nothing_the_edition_ships_reads_as_an_open_exercise(edition, number):
     """Every text file and git blob of the week's edition, against every withheld exercise's reference: the course's
     winnowing and a names-normalised body comparison of every function, nested function and lambda (lesson 01's
-    catalogue held soft_lookup_by_temperature's body as its `_sweep_of` lambda). Each finding names file and function."""
+    catalogue held soft_lookup_by_temperature's body as its `_sweep_of` lambda). Findings name file and function."""
     from qkv_edition import reading
 
     released, handouts = usual_term(number)
