@@ -42,7 +42,7 @@ from qkv import lessons as registry
 
 from qkv_autograde.grading.verdicts import setup_imports
 from qkv_edition.probe_exercises import Exercise, exercises, fits, quiet, solution_notebook  # noqa: F401 - named here
-from qkv_edition.probe_kernel import LIBRARY, PREFIX, CandidateKernel, ProbeError  # noqa: F401 - named here too
+from qkv_edition.probe_kernel import GLUES, LIBRARY, PREFIX, CandidateKernel, ProbeError  # noqa: F401 - here too
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,14 +73,19 @@ class Report:
 
 
 def _passes(test, arguments, kernel):
-    """Whether the hidden test raises nothing with these arguments (a refused answer fails, as in grading)."""
+    """(whether the hidden test raises nothing with these arguments, the type name of what it raised): a refused
+    answer fails, as in grading."""
     refused = kernel.refused_replies
     with quiet():
         try:
             test(*arguments)
-        except Exception:
-            return False
-    return kernel.refused_replies == refused
+        except Exception as error:
+            return False, type(error).__name__
+    return kernel.refused_replies == refused, None
+
+
+# what a stub raises: no glue makes it answer, so its glued variants are not tried
+STUB_ERRORS = {"NotInThisEdition", "WithheldDuringGrading"}
 
 
 def _solution_target(exercise, argument):
@@ -107,11 +112,13 @@ def _controls(exercises, kernel, available):
     return verdicts
 
 
-def run(library_folder, lessons, call_seconds=20, memory_bytes=2 << 30, pasted=None, controls=True, log=None):
+def run(library_folder, lessons, call_seconds=20, memory_bytes=2 << 30, pasted=None, controls=True, log=None,
+        glued=True):
     """Probe `library_folder` (holding a package `qkv`) against the hidden tests of `lessons` (slugs or numbers).
 
     `pasted`: code a student would paste into a notebook cell, run in the kernel's globals; each callable it defines
-    is a candidate too, named pasted.<name>. Returns a Report; its `passing` is the finding."""
+    is a candidate too, named pasted.<name>. `glued`: each candidate is also tried behind every glue of GLUES (named
+    "<candidate> <glue>"), unless it raised what a stub raises. Returns a Report; its `passing` is the finding."""
     lessons = [registry.lesson(lesson).slug for lesson in ([lessons] if isinstance(lessons, str) else lessons)]
     report = Report()
     started = time.monotonic()
@@ -157,13 +164,19 @@ def run(library_folder, lessons, call_seconds=20, memory_bytes=2 << 30, pasted=N
                     fitting = [c for c in candidates if fits(c[2], exercise.first_calls[slot])]
                     report.tried[f"{lesson} {label}"] = len(fitting)
                     for target, path, _ in fitting:
-                        arguments = [kernel.function(target, argument) if i == slot else
-                                     kernel.function(_solution_target(exercise, a), a)
-                                     for i, a in enumerate(exercise.arguments)]
-                        if _passes(exercise.test, arguments, kernel.kernel):
-                            report.passing.append(Passing(path, lesson, label))
-                            if log:
-                                log.info("PASSES %s %s: %s", lesson, label, path)
+                        for glue in ("", *(GLUES if glued else ())):
+                            arguments = [kernel.function(target + (glue and f"__{glue}"), argument) if i == slot else
+                                         kernel.function(_solution_target(exercise, a), a)
+                                         for i, a in enumerate(exercise.arguments)]
+                            passed, raised = _passes(exercise.test, arguments, kernel.kernel)
+                            if passed:
+                                found = path + (glue and f" {glue}")
+                                report.passing.append(Passing(found, lesson, label))
+                                if log:
+                                    log.info("PASSES %s %s: %s", lesson, label, found)
+                                break
+                            if raised in STUB_ERRORS:
+                                break
             if controls:
                 after = _controls(listed, kernel, available)
                 report.controls_after.update({f"{lesson} {k}": v for k, v in after.items()})

@@ -5,8 +5,9 @@ The kernel imports every module of the package (one that fails is reported, not 
 function, every class's staticmethod and classmethod, every method of a module-level object (and the object itself
 when callable), and every callable held in a module-level list, tuple, dict, dataclass or NamedTuple (mistake
 catalogues, Check declarations), each named by its dotted path (`qkv.checks.lesson01.SOFTMAX_MISTAKES[3][0]`), each
-once. Its qkv is the folder's: PYTHONPATH first, the folder's package also bound where the editable install looks,
-the editable finder removed, and every `qkv` module the kernel imported checked to come from the folder.
+once, and inside each function every nested function and lambda that closes over nothing (issue 41). Its qkv is the
+folder's: PYTHONPATH first, the folder's package also bound where the editable install looks, the editable finder
+removed, and every `qkv` module the kernel imported checked to come from the folder.
 """
 import functools
 import os
@@ -92,6 +93,22 @@ def _qkv_probe_setup(folder):
             return
         seen.add(key)
         found.append((path, fn))
+        if isinstance(fn, types.FunctionType):
+            nested(path, fn.__code__, fn.__globals__)
+
+    def nested(path, code, namespace):
+        # the functions and lambdas defined inside a function, made callable on their own where they close over
+        # nothing (a catalogue's `(lambda e: e / np.sum(e))(...)`, a helper def inside a check): each a candidate
+        for inner in code.co_consts:
+            if isinstance(inner, types.CodeType) and (inner.co_name == "<lambda>" or not inner.co_name.startswith("<")):
+                name = f"{path}.<locals>.{inner.co_name}"
+                if inner.co_freevars:
+                    nested(name, inner, namespace)
+                elif (id(inner), None) not in seen:
+                    seen.add((id(inner), None))
+                    made = types.FunctionType(inner, namespace, inner.co_name)
+                    found.append((name, made))
+                    nested(name, inner, namespace)
 
     def methods(path, obj):
         for attr in sorted(dir(type(obj))):
@@ -204,6 +221,37 @@ for _qkv_probe_lesson, _qkv_probe_sources in SOLUTIONS.items():
 '''
 
 
+# "Behind one call plus reshapes or transposes" (issue 41): each candidate (pasted ones included) also stands behind
+# every glue of GLUES, as _qkv_probe_c<i>__<glue>: its answer transposed (last two axes), the first or second of what
+# it returns, or every array argument given a leading axis of 1 and that axis taken off its answer. A wrapper keeps
+# the candidate's signature, so it is tried on the exercises the candidate fits.
+GLUES = ("transposed", "first", "second", "batched")
+KERNEL_GLUE = r'''
+def _qkv_probe_glue(fn, how):
+    import functools
+    import numpy as np
+
+    def lifted(value):
+        return np.asarray(value)[None] if isinstance(value, np.ndarray) else value
+
+    @functools.wraps(fn)
+    def glued(*args, **kwargs):
+        if how == "batched":
+            return np.asarray(fn(*map(lifted, args), **{k: lifted(v) for k, v in kwargs.items()}))[0]
+        answer = fn(*args, **kwargs)
+        if how == "transposed":
+            return np.swapaxes(answer, -1, -2)
+        return answer[0] if how == "first" else answer[1]
+    return glued
+
+
+for _qkv_probe_row in _qkv_probe_catalogue["candidates"]:
+    for _qkv_probe_how in GLUES:
+        globals()[_qkv_probe_row[0] + "__" + _qkv_probe_how] = _qkv_probe_glue(globals()[_qkv_probe_row[0]],
+                                                                              _qkv_probe_how)
+'''
+
+
 class CandidateKernel:
     """The sandboxed kernel holding the folder's candidates (and the solutions' functions, for the controls)."""
 
@@ -230,6 +278,7 @@ class CandidateKernel:
         self._run(KERNEL_SETUP.replace("FOLDER", repr(self.folder)), "the probe's set-up")
         if pasted:
             self._run(KERNEL_PASTED.replace("PASTED", repr(pasted)), "the pasted code")
+        self._run(KERNEL_GLUE.replace("GLUES", repr(GLUES)), "the candidates' glue")
         if solutions:
             self._run(KERNEL_SOLUTIONS.replace("SOLUTIONS", repr(solutions)), "the solutions' cells")
             self.solution_failures = self.kernel.get("_qkv_probe_solution_failures")

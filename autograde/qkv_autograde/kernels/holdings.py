@@ -10,8 +10,9 @@ and with them every private function that only withheld functions use (`private_
 qkv.cost._online_softmax_update is the heart of chunked_attention).
 
 `withheld_functions(released, handouts)` is the edition's list; `withheld_while_graded(lesson)` in kernel_view is the
-list of lesson's own week (every earlier lesson a handout), so the kernel view withholds what the edition of that
-week withholds outside qkv.checks, whose modules the view replaces by empty shells anyway.
+list of lesson's own week (every earlier lesson a handout), where only that lesson's notebook runs, so the kernel
+view withholds what the edition of that week withholds outside qkv.checks (whose modules the view replaces by empty
+shells anyway), and the twins that only another lesson's notebook needs (NEEDED_BY) besides.
 
 Imports only qkv (kernels imports no other part of the grader; the edition builder imports this).
 """
@@ -50,6 +51,14 @@ TWINS = {
 }
 
 
+# Twins that ship all the same where a lesson whose notebook runs there needs them: lesson 06 runs SmolLM2 with heads
+# ablated through lesson 05's grouped_query_attention (qkv.sinks.ablate_heads, its notebook and its checks), and a
+# grouped-query attention on one query is lesson 07's attention_step. So the editions of weeks 06 and 07, where a
+# student may run lesson 06 again, hold it (tests/test_edition_answers.py allows this finding, and only it); the
+# grader's kernel for lesson 07, where only lesson 07's notebook runs, withholds it.
+NEEDED_BY = {"qkv.heads.grouped_query_attention": ("06-sinks",)}
+
+
 class Withheld(NamedTuple):
     lesson: str      # the lesson named when it is called on an input no fixture holds ("04")
     exercise: bool   # that lesson has an exercise of this very name (else it would answer one)
@@ -85,11 +94,14 @@ def week_of(lesson):
     return released, released[:-1]
 
 
-def withheld_functions(released, handouts, withheld=None):
+def withheld_functions(released, handouts, withheld=None, running=None):
     """{dotted name: Withheld} for an edition: every function withheld by a lesson that is not a handout and is open
     or not released yet (`withholds`), and the private functions only those call (`private_helpers`). `withheld`
-    maps lessons to further dotted names withheld for them (twins)."""
+    maps lessons to further dotted names withheld for them (twins). `running`: the lessons whose notebooks run where
+    this applies (default: every released one, as in an edition; the grader's kernel runs the graded lesson's only):
+    a twin that one of them needs ships (NEEDED_BY)."""
     released, handouts = rows(released), rows(handouts)
+    running = released if running is None else rows(running)
     owners = collections.defaultdict(list)
     for row in qkv.lessons.LESSONS:
         if row not in handouts:
@@ -99,6 +111,8 @@ def withheld_functions(released, handouts, withheld=None):
     for dotted, lessons in owners.items():
         name = dotted.rpartition(".")[2]
         exercises = [row for row in lessons if _has_exercise(row, name)]
+        if not exercises and set(rows(NEEDED_BY.get(dotted, ()))) & set(running):
+            continue  # a twin that a lesson running here needs (NEEDED_BY)
         owner = (exercises or lessons)[0]
         found[dotted] = Withheld(owner.number, bool(exercises), owner in released)
     for dotted, caller in private_helpers(found).items():

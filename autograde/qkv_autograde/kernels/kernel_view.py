@@ -43,7 +43,7 @@ def withheld_while_graded(lesson):
     student edition of the lesson's own week withholds (holdings: its graded references, their twins and private
     helpers, and every later lesson's), outside qkv.checks, which the view empties whole."""
     released, handouts = holdings.week_of(lesson)
-    withheld = holdings.withheld_functions(released, handouts)
+    withheld = holdings.withheld_functions(released, handouts, running=[lesson])
     return {dotted: lessons.lesson(owner.lesson) for dotted, owner in withheld.items()
             if not dotted.startswith("qkv.checks.")}
 
