@@ -88,6 +88,40 @@ def _passes(test, arguments, kernel):
 STUB_ERRORS = {"NotInThisEdition", "WithheldDuringGrading"}
 
 
+def _try(exercise, slot, target, kernel):
+    """(passed, what it raised) of the hidden test with the kernel's `target` in the place of argument `slot` and the
+    solution's own functions in the others."""
+    arguments = [kernel.function(target, argument) if i == slot else
+                 kernel.function(_solution_target(exercise, argument), argument)
+                 for i, argument in enumerate(exercise.arguments)]
+    return _passes(exercise.test, arguments, kernel.kernel)
+
+
+def _found(report, passing, log):
+    report.passing.append(passing)
+    if log:
+        log.info("PASSES %s %s: %s", passing.lesson, passing.exercise, passing.candidate)
+
+
+PRESCREENED = 12  # candidates per call of the kernel's prescreen (each call has the probe's call_seconds)
+
+
+def _prescreen(exercise, slot, targets, kernel):
+    """[(target, glue)] whose glued answer to the hidden test's first call is the solution's, judged in the kernel."""
+    first = exercise.first_arguments[slot] if len(exercise.first_arguments) > slot else None
+    if first is None or not targets:
+        return []
+    screen, found = kernel.function("_qkv_probe_prescreen", "prescreen"), []
+    for start in range(0, len(targets), PRESCREENED):
+        with quiet():
+            try:
+                found += screen(_solution_target(exercise, exercise.arguments[slot]),
+                                targets[start:start + PRESCREENED], list(first[0]), dict(first[1]))
+            except Exception:
+                continue  # a chunk that broke the call: its candidates' glue is not tried (the plain run was)
+    return [(str(target), str(glue)) for target, glue in found]
+
+
 def _solution_target(exercise, argument):
     return f"{PREFIX}s{exercise.lesson[:2]}_{argument}"
 
@@ -154,7 +188,7 @@ def run(library_folder, lessons, call_seconds=20, memory_bytes=2 << 30, pasted=N
                                  + (f" (solution cells that failed: {kernel.solution_failures})"
                                     if kernel.solution_failures else ""))
             for exercise in listed:
-                for slot, argument in enumerate(exercise.arguments):
+                for slot in range(len(exercise.arguments)):
                     label = exercise.label(slot)
                     others = [a for i, a in enumerate(exercise.arguments) if i != slot]
                     if any(_solution_target(exercise, a) not in available for a in others):
@@ -163,20 +197,20 @@ def run(library_folder, lessons, call_seconds=20, memory_bytes=2 << 30, pasted=N
                         continue
                     fitting = [c for c in candidates if fits(c[2], exercise.first_calls[slot])]
                     report.tried[f"{lesson} {label}"] = len(fitting)
+                    stubs = set()
                     for target, path, _ in fitting:
-                        for glue in ("", *(GLUES if glued else ())):
-                            arguments = [kernel.function(target + (glue and f"__{glue}"), argument) if i == slot else
-                                         kernel.function(_solution_target(exercise, a), a)
-                                         for i, a in enumerate(exercise.arguments)]
-                            passed, raised = _passes(exercise.test, arguments, kernel.kernel)
-                            if passed:
-                                found = path + (glue and f" {glue}")
-                                report.passing.append(Passing(found, lesson, label))
-                                if log:
-                                    log.info("PASSES %s %s: %s", lesson, label, found)
-                                break
-                            if raised in STUB_ERRORS:
-                                break
+                        passed, raised = _try(exercise, slot, target, kernel)
+                        if passed:
+                            _found(report, Passing(path, lesson, label), log)
+                        elif raised in STUB_ERRORS:
+                            stubs.add(target)
+                    if glued:
+                        paths = {target: path for target, path, _ in fitting}
+                        passed = {p.candidate for p in report.passing if p.lesson == lesson and p.exercise == label}
+                        rest = [t for t in paths if t not in stubs and paths[t] not in passed]
+                        for target, glue in _prescreen(exercise, slot, rest, kernel):
+                            if _try(exercise, slot, f"{target}__{glue}", kernel)[0]:
+                                _found(report, Passing(f"{paths[target]} {glue}", lesson, label), log)
             if controls:
                 after = _controls(listed, kernel, available)
                 report.controls_after.update({f"{lesson} {k}": v for k, v in after.items()})

@@ -27,6 +27,9 @@ class Exercise:
     arguments: tuple           # the student's names the test cell passes, in order ("softmax",)
     first_calls: tuple         # per argument: (positional count, keyword names) of the test's first call of it
     solution_cells: tuple      # sources of the solution cells that define `arguments`, and those before them
+    # per argument: (args, kwargs) of the test's first call of it, or None (the inputs are drawn from a seed per test,
+    # so a run of the test makes that very call again): what the probe's glue is judged on
+    first_arguments: tuple = dataclasses.field(default=(), compare=False, repr=False)
 
     @property
     def test(self):
@@ -50,11 +53,11 @@ class _Recorder:
     def __init__(self, name):
         self.__name__ = self.__qualname__ = name
         self.__module__ = "__main__"
-        self.call = None
+        self.call = self.arguments = None
 
     def __call__(self, *args, **kwargs):
         if self.call is None:
-            self.call = (len(args), tuple(sorted(kwargs)))
+            self.call, self.arguments = (len(args), tuple(sorted(kwargs))), (args, kwargs)
         raise _FirstCall()
 
 
@@ -123,7 +126,8 @@ def exercises(lesson):
         for recorder, argument in zip(recorders, arguments):
             # a test taking several functions stops at the first one it calls: the others' calls from their `def`
             first_calls.append(recorder.call or _defined_signature_call(sources, argument))
-        result.append(Exercise(slug, name, arguments, tuple(first_calls), sources))
+        result.append(Exercise(slug, name, arguments, tuple(first_calls), sources,
+                               tuple(recorder.arguments for recorder in recorders)))
     return result
 
 
