@@ -146,16 +146,21 @@ def _blobs(folder):
         sha, _, path = line.partition(" ")
         if path and os.path.splitext(path)[1] in TEXT_SUFFIXES:
             paths.setdefault(sha, path)
-    found = []
-    for sha, path in paths.items():
-        kind = subprocess.run(["git", "cat-file", "-t", sha], cwd=folder, capture_output=True, text=True).stdout
-        if kind.strip() != "blob":
-            continue
-        data = subprocess.run(["git", "cat-file", "blob", sha], cwd=folder, capture_output=True).stdout
-        try:
-            found.append((f"git blob {sha[:10]} {path}", data.decode("utf-8")[:MAX_TEXT]))
-        except UnicodeDecodeError:
-            continue
+    # one `git cat-file --batch` for them all: "<sha> <type> <size>\n<content>\n" each
+    asked = "".join(f"{sha}\n" for sha in paths).encode()
+    out = subprocess.run(["git", "cat-file", "--batch"], cwd=folder, input=asked, capture_output=True,
+                         check=True).stdout
+    found, at = [], 0
+    while at < len(out):
+        header_end = out.index(b"\n", at)
+        sha, kind, size = out[at:header_end].decode().split()[:3]
+        content = out[header_end + 1:header_end + 1 + int(size)]
+        at = header_end + 1 + int(size) + 1
+        if kind == "blob":
+            try:
+                found.append((f"git blob {sha[:10]} {paths[sha]}", content.decode("utf-8")[:MAX_TEXT]))
+            except UnicodeDecodeError:
+                continue
     return found
 
 
