@@ -560,3 +560,32 @@ def test_validate_over_wrong_self_check_answers_says_they_are_recorded_and_grade
         "is collected" in said, said
     assert said.count("answer recorded") == wrong and "..." not in said, said
     assert said.count("It is graded when the notebook is collected: Validate cannot tell whether it is right") == wrong
+
+
+# ---------------------------------------------------------------- issue 41, item 3: nothing reads as an open answer
+
+@pytest.mark.parametrize("number", ["01", "05", "07"])
+def test_nothing_the_edition_ships_reads_as_an_open_exercise(edition, number):
+    """Every text file and git blob of the week's edition, against every withheld exercise's reference: the course's
+    winnowing and a names-normalised body comparison of every function, nested function and lambda (lesson 01's
+    catalogue held soft_lookup_by_temperature's body as its `_sweep_of` lambda). Findings name file and function."""
+    from qkv_edition import reading
+
+    released, handouts = usual_term(number)
+    found = reading.read(edition(number), [r.slug for r in released], [r.slug for r in handouts])
+    assert not found, f"week {number}'s edition reads as open exercises: " + "; ".join(map(str, found))
+
+
+def test_the_reading_check_finds_a_renamed_copy_inside_a_lambda_and_a_pasted_reference():
+    import inspect
+
+    from qkv import cost
+    from qkv_edition import reading
+
+    planted = [("qkv/checks/lesson01.py", "import numpy as np\n\n\ndef _sweep_of(m):\n"
+                "    return lambda a, b, c, ts: np.stack([m(a, b, c, t)[1] for t in np.asarray(ts, dtype=float)])\n"),
+               ("README.md", "Here is a helper:\n\n" + inspect.getsource(cost.chunked_attention) + "\n")]
+    found = reading.read(None, ["01-lookup", "07-cost"], [], texts=planted)
+    assert {(f.where, f.function, f.reference) for f in found} >= {
+        ("qkv/checks/lesson01.py", "_sweep_of.<lambda> (line 5)", "qkv.lookup.soft_lookup_by_temperature"),
+        ("README.md", "", "qkv.cost.chunked_attention")}, found

@@ -16,8 +16,8 @@ function of an open lesson:
   lesson 06 in that week) and as qkv.attention.masked_softmax(x, None); lesson 02's attention through lessons 05's
   and 07's functions; lesson 07's chunked attentions written as calls of the handouts' full attention, and through
   the reference's own online-softmax step and lesson 07's own mistake engine.
-Nothing may pass, except what the issue allows by name: a handout's own code, which later lessons build on
-(lesson 07's attention_step may call lesson 05's grouped-query attention).
+Nothing may pass, except what the one declaration of what a student holds names (holdings.NEEDED_BY): lesson 05's
+grouped-query attention, which lesson 06 runs SmolLM2 through, answers lesson 07's attention_step in week 07.
 
 What this found, and where it is withheld now (qkv_edition.library): the engines of the checks' catalogues of
 mistakes, whose defaults are the answer (lesson 02's _raw, under dot_scores and the entries of scaled_scores and
@@ -42,7 +42,7 @@ import pytest
 import qkv.lessons
 from qkv import attention, cost, heads, masking, sinks
 from qkv.checking import Hint
-from qkv_autograde.kernels import sandbox
+from qkv_autograde.kernels import holdings, kernel_view, sandbox
 from qkv_edition import library, probe
 
 SLUGS = [row.slug for row in qkv.lessons.LESSONS]
@@ -60,36 +60,15 @@ if not sandbox.bwrap_works() and not os.environ.get("CI"):
     # the candidates, the edition's own functions called with the hidden tests' data, run in a sandboxed kernel
     pytest.skip("the probe's kernel is sandboxed with bubblewrap (make sandbox)", allow_module_level=True)
 
-ISSUE = ("issue 33, item 2: \"The only exception is the handouts' own references: a closed lesson's code, which later "
-         "lessons build on (lesson 07's `attention_step` may call lesson 05's grouped-query attention).\"")
-
-# What passes and the issue allows: a handout's own code (lesson 05, a handout in lesson 07's week), by name.
-# Lesson 05's grouped-query attention answers a one-token attention step; lesson 05's checks hold it too, as the engine
-# of its catalogue of mistakes (`_gqa`), whose "mask ignored" entry is the same function when there is no mask and whose
-# "h // H_kv" entry is the same on SmolLM2's 9 query and 3 key/value heads. None of them computes more than lesson 05's
-# grouped_query_attention, which the issue hands to lesson 07.
+# What passes and the one declaration allows (qkv_autograde.kernels.holdings.NEEDED_BY): lesson 05's grouped-query
+# attention, which lesson 06's notebook runs SmolLM2 through, ships in week 07 and answers lesson 07's attention_step
+# (a one-query grouped-query attention), alone or called by a student's function. Nothing else, handouts included:
+# its checks' engine `_gqa` and the catalogue entries built on it are stubs in week 07 (issue 41).
 _STEP = ("07-cost", "attention_step")
 _GENERATION = ("07-cost", "generation_with_cache as attention_step")
-ALLOWED = {
-    probe.Passing(candidate, *exercise): ISSUE
-    for candidate, exercises in {
-        "qkv.heads.grouped_query_attention": (_STEP, _GENERATION),
-        "pasted.twin_attention_step_by_gqa": (_STEP, _GENERATION),
-        "qkv.checks.lesson05._gqa": (_STEP, _GENERATION),
-        "qkv.checks.lesson05.GROUPED_QUERY_ATTENTION_MISTAKES[4][0]": (_STEP, _GENERATION),
-        "qkv.checks.lesson05.GROUPED_QUERY_ATTENTION_MISTAKES[1][0]": (_GENERATION,),
-    }.items()
-    for exercise in exercises
-}
-
-
-def code_of(candidate):
-    """The lesson whose code an allowed candidate is: its checks module's, its graded reference's, or (pasted) that of
-    the one function it calls."""
-    dotted = {"pasted.twin_attention_step_by_gqa": "qkv.heads.grouped_query_attention"}.get(candidate, candidate)
-    if dotted.startswith("qkv.checks.lesson"):
-        return qkv.lessons.lesson(dotted[len("qkv.checks.lesson"):][:2]).slug
-    return next(row.slug for row in qkv.lessons.LESSONS if dotted in library.graded_references(row.slug))
+ALLOWED = {probe.Passing(candidate, *exercise)
+           for candidate in ("qkv.heads.grouped_query_attention", "pasted.twin_attention_step_by_gqa")
+           for exercise in (_STEP, _GENERATION)}
 
 
 # ---------------------------------------------------------------- what a student pastes
@@ -114,12 +93,41 @@ def twin_softmax_by_masked_softmax(x, axis=-1):
     return qkv.attention.masked_softmax(x, None, axis)
 
 
+def twin_softmax_by_layer_attention(x, axis=-1):
+    # issue 41: SmolLM2's attention (qkv.model) on a layer made for it: row 0's scores are the slice, its weights
+    # the softmax (one-hot tokens, a gain that undoes RMSNorm, RoPE turned off, one head of width 2)
+    import types
+    import qkv.model
+    moved = np.moveaxis(np.asarray(x, dtype=float), axis, -1)
+    rows, T = moved.reshape(-1, moved.shape[-1]), moved.shape[-1]
+    config = types.SimpleNamespace(n_heads=1, n_kv_heads=1, d_head=2, rms_eps=0.0)
+    cos, sin = np.ones((T, 1)), np.zeros((T, 1))
+    found = []
+    for row in rows:
+        W_q, W_k = np.zeros((T, 2)), np.zeros((T, 2))
+        W_q[0, 0], W_k[:, 0] = 1.0, row * np.sqrt(2.0)
+        layer = types.SimpleNamespace(attn_norm=np.full(T, 1 / np.sqrt(T)), W_q=W_q, W_k=W_k, W_v=np.zeros((T, 2)),
+                                      W_o=np.zeros((2, 1)))
+        _, weights = qkv.model.layer_attention(np.eye(T), layer, config, cos, sin, np.ones((T, T), bool),
+                                               return_weights=True)
+        found.append(weights[0, 0])
+    return np.moveaxis(np.reshape(found, moved.shape), -1, axis)
+
+
+def twin_softmax_by_shifted_exp(x, axis=-1):
+    # issue 41: lesson 01's catalogue of mistakes held a correct max-shifted exponential
+    import qkv.checks.lesson01
+    e = qkv.checks.lesson01._shifted_exp(np.asarray(x, dtype=float), axis)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
 def twin_soft_lookup_by_attention(query, keys, values, temperature=1.0):
     # lesson 02's attention divides by sqrt(d_k): undo it, divide by the temperature
     query = np.asarray(query, dtype=float)
     scaled = query[None] * np.sqrt(query.shape[-1]) / temperature
     return qkv.attention.attention_weights(scaled, keys)[0], qkv.attention.attention(scaled, keys, values)[0]
 ''', {"twin_softmax_by_log_softmax": "softmax", "twin_softmax_by_masked_softmax": "softmax",
+      "twin_softmax_by_layer_attention": "softmax", "twin_softmax_by_shifted_exp": "softmax",
       "twin_soft_lookup_by_attention": "soft_lookup"}),
     "02": ('''
 import qkv.cost
@@ -150,10 +158,18 @@ import qkv.checks.lesson05
 def twin_gqa_by_mistake_engine(q, k, v, mask=None):
     # lesson 05's own catalogue: its engine with no mistake switched on
     return qkv.checks.lesson05._gqa(q, k, v, mask)
-''', {"twin_gqa_by_mistake_engine": "grouped_query_attention"}),
+
+
+def twin_mha_by_mistake_engine(X, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+    # issue 41: lesson 05's catalogue's multi-head attention, with nothing changed, in the inputs' precision
+    out = qkv.checks.lesson05._mha(X, W_Q, W_K, W_V, W_O, n_heads, mask)
+    return out.astype(np.result_type(X, W_Q, W_K, W_V, W_O))
+''', {"twin_gqa_by_mistake_engine": "grouped_query_attention",
+      "twin_mha_by_mistake_engine": "multi_head_attention"}),
     "06": ("", {}),
     "07": ('''
 import qkv.attention
+import qkv.checks.lesson05
 import qkv.checks.lesson07_chunked
 import qkv.cost
 import qkv.heads
@@ -161,8 +177,13 @@ import qkv.masking
 
 
 def twin_attention_step_by_gqa(q_new, k_cache, v_cache):
-    # lesson 05's grouped-query attention (a handout): what the issue allows
+    # lesson 05's grouped-query attention (a handout lesson 06 needs: holdings.NEEDED_BY)
     return qkv.heads.grouped_query_attention(q_new, k_cache, v_cache)
+
+
+def twin_attention_step_by_gqa_engine(q_new, k_cache, v_cache):
+    # lesson 05's catalogue's engine, with nothing changed
+    return qkv.checks.lesson05._gqa(q_new, k_cache, v_cache)
 
 
 def twin_chunked_attention_by_full_attention(Q, K, V, chunk):
@@ -191,7 +212,7 @@ def twin_causal_chunked_attention_by_mistake_engine(Q, K, V, chunk):
     # lesson 07's own catalogue: its engine with no mistake switched on
     return (qkv.checks.lesson07_chunked._online(Q, K, V, chunk, causal=True),
             qkv.cost.causal_block_counts(len(Q), chunk)[0])
-''', {"twin_attention_step_by_gqa": "attention_step",
+''', {"twin_attention_step_by_gqa": "attention_step", "twin_attention_step_by_gqa_engine": "attention_step",
       "twin_chunked_attention_by_full_attention": "chunked_attention",
       "twin_causal_chunked_attention_by_full_attention": "causal_chunked_attention",
       "twin_chunked_attention_by_online_update": "chunked_attention",
@@ -298,17 +319,22 @@ def test_each_pasted_function_fits_the_exercise_it_stands_for(week):
         assert calls and all(probe.fits(signature, call) for call in calls), (function, argument, calls)
 
 
-def test_what_passes_by_the_issues_leave_is_a_handouts_own_code(week):
-    """The allowance is read against the week: each allowed candidate is the code of a lesson handed out that week.
-    Lesson 05's grouped-query attention is found answering lesson 07's attention_step (the allowance is not stale)."""
+def test_what_passes_by_the_declarations_leave_is_what_it_names(week):
+    """The allowance is the declaration's (holdings.NEEDED_BY), read against the week: it holds only while lesson 06,
+    which needs it, is released, and the grader's kernel for lesson 07 withholds it. Lesson 05's checks' engine, which
+    issue 33 allowed too, passes no more (issue 41)."""
     name, _, _, _, report = week
     released, handouts = WEEKS[name]
     for passing in report.passing:
-        if passing in ALLOWED:
-            assert code_of(passing.candidate) in handouts, (passing, ALLOWED[passing])
+        dotted = "qkv.heads.grouped_query_attention"
+        assert passing in ALLOWED and dotted in holdings.NEEDED_BY, passing
+        assert set(holdings.NEEDED_BY[dotted]) <= set(released), passing
+        assert dotted in kernel_view.withheld_while_graded(passing.lesson), passing
     if name == "07":
-        assert probe.Passing("qkv.heads.grouped_query_attention", *_STEP) in report.passing
-        assert probe.Passing("pasted.twin_attention_step_by_gqa", *_STEP) in report.passing
+        assert probe.Passing("qkv.heads.grouped_query_attention", *_STEP) in report.passing  # not stale
+        for candidate in ("qkv.checks.lesson05._gqa", "pasted.twin_attention_step_by_gqa_engine",
+                          "qkv.checks.lesson05.GROUPED_QUERY_ATTENTION_MISTAKES[4][0]"):
+            assert probe.Passing(candidate, *_STEP) not in report.passing, candidate
 
 
 def test_what_is_pasted_is_what_the_edition_holds(week):
@@ -334,7 +360,8 @@ def test_the_twins_the_probe_found_are_stubs_in_the_edition(week):
     name, folder, *_ = week
     released, handouts = WEEKS[name]
     withheld = library.withheld_functions(released, handouts)
-    expected = [dotted for slug in open_lessons(name) for dotted in library.TWINS.get(slug, ())]
+    expected = [dotted for slug in open_lessons(name) for dotted in library.TWINS.get(slug, ())
+                if not set(holdings.NEEDED_BY.get(dotted, ())) & set(released)]  # what a released lesson needs ships
     if name == "07":
         expected += ["qkv.cost._online_softmax_update", "qkv.cost._online_softmax_state"]
     for dotted in expected:
@@ -360,6 +387,9 @@ def test_the_twins_are_twins_with_the_full_library():
     x = rng.normal(size=(4, 5)) * 3
     np.testing.assert_allclose(twins["twin_softmax_by_log_softmax"](x, 0), attention.softmax(x, 0))
     np.testing.assert_allclose(twins["twin_softmax_by_masked_softmax"](x), attention.softmax(x))
+    for twin in ("twin_softmax_by_layer_attention", "twin_softmax_by_shifted_exp"):
+        np.testing.assert_allclose(twins[twin](x, 0), attention.softmax(x, 0), err_msg=twin)
+        np.testing.assert_allclose(twins[twin](x), attention.softmax(x), err_msg=twin)
     q, K, V = rng.normal(size=3), rng.normal(size=(6, 3)), rng.normal(size=(6, 2))
     from qkv import lookup
     for got, expected in zip(twins["twin_soft_lookup_by_attention"](q, K, V, 0.3), lookup.soft_lookup(q, K, V, 0.3)):
@@ -369,7 +399,11 @@ def test_the_twins_are_twins_with_the_full_library():
         np.testing.assert_allclose(twins[twin](Q, K, V), attention.attention(Q, K, V), err_msg=twin)
     np.testing.assert_allclose(twins["twin_attention_weights_by_gqa"](Q, K), attention.attention_weights(Q, K))
     q, k, v = rng.normal(size=(6, 1, 4)), rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 4))
-    np.testing.assert_allclose(twins["twin_attention_step_by_gqa"](q, k, v), cost.attention_step(q, k, v))
+    for twin in ("twin_attention_step_by_gqa", "twin_attention_step_by_gqa_engine"):
+        np.testing.assert_allclose(twins[twin](q, k, v), cost.attention_step(q, k, v), err_msg=twin)
+    X, W = rng.normal(size=(5, 6)), [rng.normal(size=(6, 6)) for _ in range(4)]
+    np.testing.assert_allclose(twins["twin_mha_by_mistake_engine"](X, *W, 3, masking.causal_mask(5)),
+                               heads.multi_head_attention(X, *W, 3, masking.causal_mask(5)))
     q, mask = rng.normal(size=(6, 5, 4)), masking.causal_mask(5)
     np.testing.assert_allclose(twins["twin_gqa_by_mistake_engine"](q, k, v, mask),
                                heads.grouped_query_attention(q, k, v, mask))

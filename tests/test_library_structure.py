@@ -257,7 +257,7 @@ def test_the_private_name_reader_sees_lazy_imports_relative_imports_and_module_a
 # ---------------------------------------------------------------- the grader's packages: the same two checks
 
 AUTOGRADE = LIBRARY.parents[1] / "autograde"
-GRADER_PACKAGES = ("qkv_autograde", "qkv_grading")
+GRADER_PACKAGES = ("qkv_autograde", "qkv_grading", "qkv_edition")  # qkv_edition: issue 41, item 9
 # Every grader module is within the limit now (sandbox.py and student_kernel.py were split in 4a3abe4); a file that
 # grows past it again fails here.
 GRADER_TOO_LONG = set()
@@ -350,3 +350,13 @@ def test_the_parts_reader_finds_an_import_against_the_direction_and_a_module_in_
     outside, wrong = _imports_against_the_parts(package)
     assert outside == ["qkv_autograde.stray"]
     assert wrong == ["qkv_autograde.kernels.kernel (kernels) imports qkv_autograde.reports.page (reports)"]
+
+
+def test_the_graders_imports_have_no_cycle_lazy_imports_included():
+    """Issue 41, item 9: kernel_memory and student_kernel imported each other; the processes they both read are
+    kernels/processes.py now. Any import circle among the grader's modules and the edition builder's fails here."""
+    modules = {**_grader_modules(), **library_modules(AUTOGRADE / "qkv_edition")}
+    graph, _ = import_graph(modules)
+    assert graph["qkv_autograde.kernels.student_kernel"], "the reader sees the grader's imports at all"
+    found = cycles(graph)
+    assert not found, "import cycles in autograde/: " + " | ".join(_edges_within(graph, c) for c in found)

@@ -1,9 +1,11 @@
-"""SmolLM2 runs on its own attention (issue 33, item 4): none of the lessons' graded functions is on its default path.
+"""SmolLM2's attention is built from the lessons' functions (issue 41, item 2), none of which is open where it runs.
 
-In a student edition those functions are stubs while their lesson is open, and lessons 05-07 run the model; so
-here every function of every lesson's GRADED_REFERENCES raises, wherever qkv holds it, and the model must still
-run: forward (with weights, hidden states and a mask), generate, block_steps, and the KV cache. A function the
-caller passes (attention=, attention_step=, append_to_cache=) is still the one that runs.
+In a student edition a lesson's graded functions are stubs while it is open, and lessons 05-07 run the model; so
+its default path is built from lessons 01-04's functions (qkv.attention.attention_weights: no private copy of a
+softmax that would answer lesson 01 when called with the right arguments), and here every function that lesson 05,
+06 or 07 grades raises, wherever qkv holds it, and the model must still run: forward (with weights, hidden states
+and a mask), generate, block_steps, and the KV cache. A function the caller passes (attention=, attention_step=,
+append_to_cache=) is still the one that runs. (Issue 33, item 4 had the model run on its own copy of attention.)
 """
 import importlib
 import types
@@ -23,10 +25,15 @@ def smol():
     return M.load()
 
 
+# the first lesson that runs the model: every earlier lesson is a handout wherever the model runs
+FIRST_RUN = min(row.number for row in lessons.LESSONS if row.uses_model)
+
+
 def graded_functions():
-    """{function object: 'qkv.module.name'} of every lesson's graded references."""
+    """{function object: 'qkv.module.name'} of the graded references of every lesson that runs the model or comes
+    after the first that does."""
     found = {}
-    for lesson in lessons.LESSONS:
+    for lesson in (row for row in lessons.LESSONS if row.number >= FIRST_RUN):
         for dotted in importlib.import_module(lesson.hidden_tests).GRADED_REFERENCES:
             module, _, name = dotted.rpartition(".")
             found[getattr(importlib.import_module(module), name)] = dotted
@@ -78,6 +85,22 @@ def test_the_model_runs_without_any_graded_function(smol, graded_functions_raise
     step = kv_cache.forward_step(smol, ids[:2], kv_cache.empty_kv_cache(smol))
     step = kv_cache.forward_step(smol, ids[2:], step.cache)            # several tokens after a cache
     assert step.cache[0][0].shape == (c.n_kv_heads, T, c.d_head)
+
+
+def test_the_models_attention_is_the_lessons_attention_weights(smol, monkeypatch):
+    """No softmax of its own: every layer's weights come from qkv.attention.attention_weights, so in week 01 (where
+    it is a stub) the model cannot be called as a softmax."""
+    monkeypatch.setenv("QKV_RESULT_CACHE", "off")
+    calls, own = [], M.attention_weights
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return own(*args, **kwargs)
+
+    monkeypatch.setattr(M, "attention_weights", counted)
+    M.forward(smol, M.encode(smol, PROMPT))
+    assert len(calls) == smol.config.n_layers
+    assert "exp" not in M.layer_attention.__code__.co_names
 
 
 def plain_gqa(q, k, v, mask=None):

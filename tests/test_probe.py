@@ -36,11 +36,13 @@ def _renamed(function, name):
 PLANTED_FUNCTION = "\n\n" + _renamed(attention.softmax, "spare_normaliser")
 
 # the reference inside a module-level list (as a catalogue of mistakes holds its lambdas), made by a helper that is gone
+# (with its own copy of the private helper it calls: the view withholds qkv.lookup's, issue 41)
 PLANTED_LIST = f'''
 
 
 def _spare_factory():
-    from qkv.lookup import _check_lookup_shapes
+    from qkv.shapes import as_float_array, require
+{textwrap.indent(inspect.getsource(lookup._check_lookup_shapes), "    ")}
 {textwrap.indent(inspect.getsource(lookup.hard_lookup), "    ")}
     return hard_lookup
 
@@ -49,8 +51,25 @@ SPARE_TOOLS = ["kept for later", _spare_factory()]
 del _spare_factory
 '''
 
+# issue 41: the answer nested inside a function, and behind one call plus glue (the first of what it returns)
+PLANTED_NESTED = """
+import numpy as np
+
+
+def spare_outer():
+    return [lambda x, axis=-1: (lambda e: e / np.sum(e, axis=axis, keepdims=True))(
+        np.exp(x - np.max(x, axis=axis, keepdims=True)))]
+
+
+def spare_pair(x, axis=-1):
+    e = np.exp(np.asarray(x) - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True), "and a note"
+"""
+
 PLANTED = {probe.Passing("qkv.probes.spare_normaliser", LESSON, "softmax"),
-           probe.Passing("qkv.plots.SPARE_TOOLS[1]", LESSON, "hard_lookup")}
+           probe.Passing("qkv.plots.SPARE_TOOLS[1]", LESSON, "hard_lookup"),
+           probe.Passing("qkv.probes.spare_outer.<locals>.<lambda>", LESSON, "softmax"),
+           probe.Passing("qkv.probes.spare_pair first", LESSON, "softmax")}
 
 # issue 34's example, written the way this library's log_softmax takes it (the last axis only)
 COMPOSITION = """
@@ -70,7 +89,7 @@ def planted(tmp_path_factory):
     for cache in [os.path.join(root, "__pycache__") for root, dirs, _ in os.walk(package) if "__pycache__" in dirs]:
         shutil.rmtree(cache)  # compiled before the planting
     with open(os.path.join(package, "probes.py"), "a") as f:
-        f.write(PLANTED_FUNCTION)
+        f.write(PLANTED_FUNCTION + PLANTED_NESTED)
     with open(os.path.join(package, "plots.py"), "a") as f:
         f.write(PLANTED_LIST)
     # a module the folder lacks must not be imported from the full library (an editable install) instead

@@ -8,7 +8,8 @@ package as source_lib/qkv except that it holds no answer to an exercise that is 
   NotInThisEdition, naming the lesson whose exercise it is (or that it is not released yet).
 - The withheld functions of a lesson are its hidden tests' GRADED_REFERENCES plus the twins the probe finds (TWINS,
   and any more through `withheld`), and with them every private function only withheld functions use (the
-  reference's own code). A function withheld by any open or unreleased lesson is withheld, even when a handout lists
+  reference's own code): qkv_autograde.kernels.holdings declares them, for this edition and for the grader's kernel
+  view alike. A function withheld by any open or unreleased lesson is withheld, even when a handout lists
   it too: lesson 01 lists masked_softmax (a twin of its softmax), which is lesson 04's exercise.
 - qkv/checks/lessonNN.py (and lessonNN_*.py) of lessons neither released nor handouts are left out.
 - No bytecode is copied; the result is checked to import, with every released lesson's checks, in a fresh Python.
@@ -21,117 +22,17 @@ import collections
 import importlib
 import os
 import pathlib
-import re
 import shutil
 import subprocess
 import sys
 import time
-from typing import NamedTuple
 
 import qkv.lessons
 from qkv.checking import replay
-from qkv_autograde.kernels.kernel_view import LIBRARY, graded_references, replace_functions
+from qkv_autograde.kernels.holdings import (LIBRARY, TWINS, Withheld, graded_references, rows,  # noqa: F401
+                                            withheld_functions, withholds)  # the one declaration, read here too
+from qkv_autograde.kernels.kernel_view import replace_functions
 from qkv_edition import fixtures as fixtures_module
-
-
-class Withheld(NamedTuple):
-    lesson: str      # the lesson named when it is called on an input no fixture holds ("04")
-    exercise: bool   # that lesson has an exercise of this very name (else it would answer one)
-    released: bool   # that lesson is released in this edition
-
-
-def rows(names):
-    """Lesson rows for names given by slug or number (a list, or one comma-separated string)."""
-    if isinstance(names, str):
-        names = [name for name in names.split(",") if name.strip()]
-    return tuple(dict.fromkeys(name if isinstance(name, qkv.lessons.Lesson) else qkv.lessons.lesson(name.strip())
-                               for name in names or ()))
-
-
-# Functions besides a lesson's GRADED_REFERENCES that answer one of its exercises: what the probe finds passing its
-# hidden tests in an edition where the lesson is open (tests/test_edition_answers.py names any it finds that this table
-# and the rule of _private_helpers do not withhold). The engines of the checks' catalogues of mistakes: with no
-# mistake switched on, each is the answer (and so are the catalogue's entries built on it, once it is a stub).
-TWINS = {
-    "02-by-hand": ("qkv.checks.lesson02._raw",),
-    "04-masking": ("qkv.checks.lesson04._tril",),
-    "05-heads": ("qkv.checks.lesson05._gqa",),
-    "06-sinks": ("qkv.checks.lesson06._norms", "qkv.checks.lesson06._window", "qkv.checks.lesson06._induction",
-                 # the diagonal and previous-token scores: each exercise's catalogue holds the other's answer
-                 "qkv.checks.lesson06._offset_score"),
-    "07-cost": ("qkv.checks.lesson07._step", "qkv.checks.lesson07._appended", "qkv.checks.lesson07_chunked._online"),
-}
-
-
-def withholds(lesson, withheld=None):
-    """The dotted names a lesson withholds while it is open or not released: its GRADED_REFERENCES, its TWINS and
-    those `withheld` ({lesson: dotted names}) adds."""
-    row = qkv.lessons.lesson(lesson) if not isinstance(lesson, qkv.lessons.Lesson) else lesson
-    extra = [names for name, names in TWINS.items() if qkv.lessons.lesson(name) == row]
-    extra += [names for name, names in (withheld or {}).items() if qkv.lessons.lesson(name) == row]
-    return tuple(dict.fromkeys((*graded_references(row.slug), *(dotted for names in extra for dotted in names))))
-
-
-def withheld_functions(released, handouts, withheld=None):
-    """{dotted name: Withheld} for an edition: every function withheld by a lesson that is not a handout and is open
-    or not released yet (`withholds`), and the private functions only those call (`_private_helpers`). `withheld`
-    maps lessons to further dotted names withheld for them (twins)."""
-    released, handouts = rows(released), rows(handouts)
-    owners = collections.defaultdict(list)
-    for row in qkv.lessons.LESSONS:
-        if row not in handouts:
-            for dotted in withholds(row, withheld):
-                owners[dotted].append(row)
-    found = {}
-    for dotted, lessons in owners.items():
-        name = dotted.rpartition(".")[2]
-        exercises = [row for row in lessons if _has_exercise(row, name)]
-        owner = (exercises or lessons)[0]
-        found[dotted] = Withheld(owner.number, bool(exercises), owner in released)
-    for dotted, caller in _private_helpers(found).items():
-        found[dotted] = found[caller]._replace(exercise=False)
-    return found
-
-
-def _private_helpers(found):
-    """{dotted: a withheld caller} of the private top-level functions (`_name`) that only withheld functions use: the
-    withheld references' own code (qkv.cost._online_softmax_update is the heart of chunked_attention), which would
-    otherwise ship beside their stubs. A helper that any other code uses (another function, a module-level statement,
-    another module) ships."""
-    sources = {path: path.read_text(encoding="utf-8") for path in pathlib.Path(LIBRARY).rglob("*.py")}
-    helpers = {}
-    for module in sorted({dotted.rpartition(".")[0] for dotted in found}):
-        path = pathlib.Path(importlib.import_module(module).__file__)
-        tree = ast.parse(sources[path])
-        private = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)
-                   and node.name.startswith("_") and not node.name.startswith("__")}
-        users = {name: set() for name in private}
-        for node in tree.body:
-            own = node.name if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
-            for name in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & private:
-                if name != own:
-                    users[name].add(own)  # None: a module-level statement or a class
-        elsewhere = {name for name in private for other, text in sources.items()
-                     if other != path and re.search(rf"\b{name}\b", text)}
-        changed = True
-        while changed:
-            changed = False
-            for name, callers in users.items():
-                dotted = f"{module}.{name}"
-                if dotted in found or dotted in helpers or name in elsewhere or not callers:
-                    continue
-                withheld_callers = [f"{module}.{c}" for c in sorted(callers, key=str)
-                                    if c is not None and (f"{module}.{c}" in found or f"{module}.{c}" in helpers)]
-                if len(withheld_callers) == len(callers):
-                    caller = withheld_callers[0]
-                    helpers[dotted] = helpers.get(caller, caller)
-                    changed = True
-    return helpers
-
-
-def _has_exercise(row, name):
-    hidden = importlib.import_module(row.hidden_tests)
-    return getattr(getattr(hidden, name, None), "__module__", None) == hidden.__name__
 
 
 def build_student_library(dest, released, handouts, withheld=None, record=fixtures_module.record):

@@ -13,8 +13,10 @@ Weights come from the Q4_1 GGUF that `qkv.fetch` downloads (read by `qkv.gguf_we
 stored here as [d_in, d_out] so every projection reads `x @ W`, like the lessons' W_Q [d_model, d_k].
 The same model with a key/value cache, one new token at a time, is `qkv.kv_cache` (lesson 07).
 
-Its attention is its own (layer_attention, a whole layer's from its input x), on no lesson's graded function, so
-it runs while those are exercises; a lesson plugs its own in with `attention=`.
+Its attention (layer_attention, a whole layer's from its input x) is built from lessons 01-04's functions
+(qkv.attention.attention_weights), never a copy of them: the lessons that run the model (05-07) come after those
+are handed out, and in an earlier week the model runs through their stubs (issue 41). A lesson plugs its own
+attention in with `attention=`.
 
     python -m qkv.model          # fetch the GGUF if needed and build its float32 cache (make model)
 """
@@ -23,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from qkv import fetch, gguf_weights, model_cache
+from qkv.attention import attention_weights
 from qkv.fetch import GGUF_SHA256, is_verified, model_path
 from qkv.shapes import boolean_mask, require, token_ids, whole_number
 
@@ -145,19 +147,14 @@ def attention_inputs(x, layer, config, cos, sin):
 def layer_attention(x, layer, config, cos, sin, mask=None, grow=None, return_weights=False):
     # x [n, d_model], the n newest tokens (at cos and sin's positions) -> out [n, d_model], weights [H_q, n, T] or
     # None: the model's own attention sub-block. grow(k, v) -> (k, v) [H_kv, T, d_head] adds the earlier tokens'
-    # keys and values (a KV cache), or None: these n tokens alone; mask bool [n, T], or None: causal. Query heads
-    # that share a key/value head sit side by side, q [H_kv, group, n, d_head], and read it by broadcasting
+    # keys and values (a KV cache), or None: these n tokens alone; mask bool [n, T], or None: causal. The weights are
+    # the lessons' own attention_weights (no copy of softmax here: in a week where one is open, it runs its stub);
+    # query heads that share a key/value head sit side by side, q [H_kv, group, n, d_head], and read it by broadcasting
     q, k, v = attention_inputs(x, layer, config, cos, sin)
     k, v = (k, v) if grow is None else grow(k, v)
     n, (n_kv, T, d) = len(x), k.shape
     mask = np.tri(n, T, T - n, dtype=bool) if mask is None else mask      # query i sits at position T - n + i
-    q = q.reshape(n_kv, -1, n, d)                                          # [H_kv, group, n, d]
-    scores = q @ k[:, None].swapaxes(-1, -2) / math.sqrt(d)                # [H_kv, group, n, T]
-    scores = np.where(mask, scores, -np.inf)                               # a hidden key gets exp(-inf) = 0
-    top = scores.max(axis=-1, keepdims=True)
-    e = np.exp(scores - np.where(top > -np.inf, top, 0.0))                 # a row with nothing visible: all 0
-    total = e.sum(axis=-1, keepdims=True)
-    weights = e / np.where(total > 0, total, 1.0)                          # ... and zero weights, never NaN
+    weights = attention_weights(q.reshape(n_kv, -1, n, d), k[:, None], mask)   # [H_kv, group, n, T]
     out = (weights @ v[:, None]).reshape(-1, n, d).transpose(1, 0, 2).reshape(n, -1)   # heads side by side
     return out @ layer.W_o, weights.reshape(-1, n, T) if return_weights else None
 

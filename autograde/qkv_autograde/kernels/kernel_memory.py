@@ -18,7 +18,7 @@ import os
 
 from qkv import wire
 
-from qkv_autograde.kernels import student_kernel
+from qkv_autograde.kernels.processes import KernelDied, process_tree
 
 
 class CgroupPeak:
@@ -72,7 +72,7 @@ class ProcessPeak:
 
     def _sum(self, field):
         total = 0
-        for pid in student_kernel.process_tree(self.root):
+        for pid in process_tree(self.root):
             try:
                 with open(f"/proc/{pid}/status") as f:
                     total += next((int(line.split()[1]) for line in f if line.startswith(field)), 0) * 1024
@@ -81,7 +81,7 @@ class ProcessPeak:
         return total
 
     def reset_peak(self):
-        for pid in student_kernel.process_tree(self.root):
+        for pid in process_tree(self.root):
             try:
                 with open(f"/proc/{pid}/clear_refs", "w") as f:
                     f.write("5")  # resets VmHWM to VmRSS
@@ -116,7 +116,7 @@ def measured_call(kernel, request, measure):
     if found is not None:
         staged = kernel.request({"op": "stage", "args": request.pop("args"), "kwargs": request.pop("kwargs")})
         if not isinstance(staged.get("value"), str):
-            raise student_kernel.KernelDied("the kernel did not keep the arguments of a call whose memory is measured")
+            raise KernelDied("the kernel did not keep the arguments of a call whose memory is measured")
         request["staged"] = staged["value"][:wire.NAME_CHARS]
         start = found.reset_peak()
     answer = kernel.request({**request, "measure": False})

@@ -1,7 +1,8 @@
 """The `qkv` a student's kernel imports while a lesson is graded: the library minus what would answer the lesson.
 
-A copy of the package in which (1) every reference function the lesson grades (its hidden tests'
-`GRADED_REFERENCES`), and every later lesson's, raises `WithheldDuringGrading` when called, so no thread, hook or
+A copy of the package in which (1) every function the student edition of the lesson's week withholds (the one
+declaration, holdings: the hidden tests' `GRADED_REFERENCES` of this lesson and every later one, their twins and
+the private functions only they use) raises `WithheldDuringGrading` when called, so no thread, hook or
 import trick in the student's kernel can compute the right answer with it (later lessons build on earlier ones:
 `np.exp(qkv.sinks.log_softmax(x))` is lesson 01's softmax), and (2) the check modules (qkv.checks.*), which hold
 right answers and mistake catalogues, are empty shells: the checks run in the grader, not in the kernel.
@@ -17,10 +18,10 @@ import os
 import shutil
 import tempfile
 
-import qkv
 from qkv import lessons
 
-LIBRARY = os.path.dirname(os.path.abspath(qkv.__file__))
+from qkv_autograde.kernels import holdings
+from qkv_autograde.kernels.holdings import LIBRARY, graded_references  # noqa: F401 - read here by the tests and the edition
 
 _CHECKS_SHELL = '''"""The checks run in the grader while this lesson is graded; in this kernel they do nothing."""
 
@@ -37,20 +38,14 @@ class WithheldDuringGrading(RuntimeError):
 '''
 
 
-def graded_references(lesson):
-    """('qkv.attention.softmax', ...) for lesson '01-lookup', from its hidden tests."""
-    return tuple(importlib.import_module(lessons.lesson(lesson).hidden_tests).GRADED_REFERENCES)
-
-
 def withheld_while_graded(lesson):
-    """{dotted name: the lesson that grades it} for what the kernel must not compute while `lesson` is graded: its
-    own graded references and every later lesson's (a function two lessons grade is the earlier one's)."""
-    number = lessons.lesson(lesson).number
-    owners = {}
-    for row in reversed(lessons.LESSONS):
-        if row.number >= number:
-            owners.update(dict.fromkeys(graded_references(row.slug), row))
-    return owners
+    """{dotted name: the lesson that owns it} for what the kernel must not compute while `lesson` is graded: what the
+    student edition of the lesson's own week withholds (holdings: its graded references, their twins and private
+    helpers, and every later lesson's), outside qkv.checks, which the view empties whole."""
+    released, handouts = holdings.week_of(lesson)
+    withheld = holdings.withheld_functions(released, handouts, running=[lesson])
+    return {dotted: lessons.lesson(owner.lesson) for dotted, owner in withheld.items()
+            if not dotted.startswith("qkv.checks.")}
 
 
 def build(lesson, destination=None):
@@ -76,8 +71,8 @@ def build(lesson, destination=None):
             text, done = replace_functions(f.read(), functions, functools.partial(_withhold, module, owners, lesson))
         missing = functions - done
         if missing:
-            raise ValueError(f"GRADED_REFERENCES of {sorted({owners[f'{module}.{name}'].slug for name in missing})} "
-                             f"names {sorted(missing)} in {module}, which has no such top-level function")
+            raise ValueError(f"holdings of {sorted({owners[f'{module}.{name}'].slug for name in missing})} "
+                             f"name {sorted(missing)} in {module}, which has no such top-level function")
         with open(path, "w") as f:
             f.write(text)
     # compiled once here, from the withheld sources: every kernel would otherwise compile them again (read-only)

@@ -21,13 +21,10 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from qkv import wire
 
 from qkv_autograde.kernels import kernel_memory
+from qkv_autograde.kernels.processes import KernelDied, process_tree, process_tree_cpu_seconds  # noqa: F401 - named here too
 from qkv_autograde.kernels.bounded_client import MESSAGE_BYTES
 from qkv_autograde.kernels.bounded_output import (TEXT_LIMIT, BoundedOutputClient, code_cell, error_output,
                                                  note_output)
-
-
-class KernelDied(RuntimeError):
-    pass
 
 
 class StudentException(Exception):
@@ -300,34 +297,6 @@ class StudentKernel:
         if "missing" in answer:
             raise KeyError(name)
         return self.decode(answer["value"], answer["what"])
-
-
-def process_tree(root):
-    """`root` and every live process below it: {pid: the fields of /proc/PID/stat after the command name}."""
-    children, stats = {}, {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-        stats[int(entry)] = fields
-    tree, stack = {}, [root]
-    while stack:
-        pid = stack.pop()
-        if pid in stats:
-            tree[pid] = stats[pid]
-        stack += children.get(pid, [])
-    return tree
-
-
-def process_tree_cpu_seconds(root):
-    """CPU seconds used so far by `root` and every live process below it (Linux /proc)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    return sum(int(fields[11]) + int(fields[12]) for fields in process_tree(root).values()) / tick
 
 
 def _stand_in(kernel, handle, generation):

@@ -28,11 +28,17 @@ SOFTMAX_MISTAKES = [
      SOFTMAX_OVERFLOW),
     (lambda x, axis=-1: np.exp(x) / np.sum(np.exp(x)), WHOLE_ARRAY),
     (lambda x, axis=-1: (lambda e: e / np.sum(e))(np.exp(x - np.max(x))), WHOLE_ARRAY),  # the same, with a max
-    (lambda x, axis=-1: (lambda e: e / np.sum(e))(np.exp(x - np.max(x, axis=axis, keepdims=True))), WHOLE_ARRAY),
+    (lambda x, axis=-1: (lambda e: e / np.sum(e))(_shifted_exp(x, axis)), WHOLE_ARRAY),
     (lambda x, axis=-1: _shifted_by_global_max(x, axis),
      "the scores were shifted by ONE maximum of the whole array, so a slice far below it underflows to "
      "exp(-1000) / sum = 0/0. Subtract each slice's own maximum: np.max(x, axis=axis, keepdims=True)."),
 ]
+
+
+def _shifted_exp(x, axis):
+    # the exponentials shifted by each slice's own maximum: softmax's numerator, done right (its own function, so
+    # the student edition withholds it while lesson 01 is open: qkv_autograde.kernels.holdings.TWINS)
+    return np.exp(x - np.max(x, axis=axis, keepdims=True))
 
 
 def _shifted_by_global_max(x, axis):
@@ -149,9 +155,17 @@ SOFT_LOOKUP_MISTAKES = [
 ]
 
 
-def _sweep_of(soft_lookup_mistake):
-    return lambda q, K, V, temperatures: np.stack(
-        [soft_lookup_mistake(q, K, V, t)[1] for t in np.asarray(temperatures, dtype=float)])
+def _sweep(mistake, q, K, V, temperatures):
+    # the temperature sweep of soft_lookup's catalogued mistake number `mistake` (plain data, so that the student
+    # edition records it and withholds it while lesson 01 is open: with the right soft_lookup it is the answer)
+    soft_lookup_mistake = SOFT_LOOKUP_MISTAKES[mistake][0]
+    return np.stack([soft_lookup_mistake(q, K, V, t)[1] for t in np.asarray(temperatures, dtype=float)])
+
+
+def _sweep_of(mistake):
+    def sweep(q, K, V, temperatures):
+        return _sweep(mistake, q, K, V, temperatures)
+    return sweep
 
 
 # A sweep calls the student's own soft_lookup: when its rows are what a mistaken soft_lookup gives, the
@@ -162,7 +176,7 @@ SWEEP_MISTAKES = [
 ] + [(_sweep_of(mistake), "each row is what soft_lookup gives when " + hint[0].lower() + hint[1:] +
       " The loop is probably right; your soft_lookup (exercise 3), which it calls, is not: make it pass "
       "its own check first.")
-     for mistake, hint in SOFT_LOOKUP_MISTAKES]
+     for mistake, (_, hint) in enumerate(SOFT_LOOKUP_MISTAKES)]
 
 SWEEP_NONFINITE = ("at a small temperature the scores / temperature are huge, and an exp without the max "
                    "subtracted overflows. If your soft_lookup passes its own check, look at the loop; otherwise "

@@ -91,40 +91,44 @@ def merge_heads(student_merge_heads):
 
 # ---------------------------------------------------------------- multi_head_attention
 
-def _mha(X, W_Q, W_K, W_V, W_O, n_heads, mask=None, scale_width=None, project_output=True, use_mask=True,
-         split=ref_heads.split_heads, heads=None, merge=ref_heads.merge_heads):
-    """Multi-head attention with one thing changed, to recognise a mistake."""
+def _mha(X, W_Q, W_K, W_V, W_O, n_heads, mask=None, scale="d_head", project_output=True, use_mask=True,
+         split="in order", one_head=False, merge="in order"):
+    """Multi-head attention with one thing changed, to recognise a mistake. Its arguments are plain data, so that
+    the student edition can record it and withhold it while lesson 05 is open (qkv_autograde.kernels.holdings.TWINS):
+    with nothing changed it is the answer."""
     Q, K, V = (np.asarray(X, dtype=float) @ np.asarray(W, dtype=float) for W in (W_Q, W_K, W_V))
-    n = n_heads if heads is None else heads
-    q, k, v = split(Q, n), split(K, n), split(V, n)
-    width = q.shape[-1] if scale_width is None else scale_width(X, Q, q)
+    cut = {"in order": ref_heads.split_heads, "interleaved": _split_interleaved}[split]
+    q, k, v = (cut(M, 1 if one_head else n_heads) for M in (Q, K, V))
+    width = {"d_head": q.shape[-1], "d_model": np.shape(X)[-1], "all heads": Q.shape[-1], "none": 1.0,
+             "all heads / n_heads": Q.shape[-1] / n_heads}[scale]
     weights = ref_attention.masked_softmax(q @ k.swapaxes(-1, -2) / np.sqrt(width), mask if use_mask else None)
-    merged = merge(weights @ v)
+    heads = weights @ v
+    merged = ref_heads.merge_heads(heads[::-1] if merge == "reversed" else heads)
     return merged @ np.asarray(W_O, dtype=float) if project_output else merged
 
 
 MULTI_HEAD_ATTENTION_MISTAKES = [
-    (lambda *a, **k: _mha(*a, **k, scale_width=lambda X, Q, q: np.shape(X)[-1]),
+    (lambda *a, **k: _mha(*a, **k, scale="d_model"),
      "the scores are divided by sqrt(d_model). Each head compares d_head-dimensional vectors, so divide by "
      "sqrt(d_head)."),
-    (lambda *a, **k: _mha(*a, **k, scale_width=lambda X, Q, q: Q.shape[-1]),
+    (lambda *a, **k: _mha(*a, **k, scale="all heads"),
      "the scores are divided by sqrt(n_heads * d_head), the width of all heads together. Each head compares "
      "d_head-dimensional vectors, so divide by sqrt(d_head)."),
-    (lambda *a, **k: _mha(*a, **k, scale_width=lambda X, Q, q: 1.0),
+    (lambda *a, **k: _mha(*a, **k, scale="none"),
      "the scores are not scaled: divide q @ k^T by sqrt(d_head) before the softmax."),
     (lambda *a, **k: _mha(*a, **k, project_output=False),
      "this is the concatenation of the heads without the output projection: multiply the merged heads by W_O."),
     (lambda *a, **k: _mha(*a, **k, use_mask=False),
      "the result does not depend on the mask: pass `mask` to masked_softmax so masked keys get weight 0."),
-    (lambda *a, **k: _mha(*a, **k, heads=1),
+    (lambda *a, **k: _mha(*a, **k, one_head=True),
      "this is ONE attention over the full width: split Q, K and V into n_heads heads first."),
-    (lambda *a, **k: _mha(*a, **k, heads=1, scale_width=lambda X, Q, q: Q.shape[-1] / a[5]),
+    (lambda *a, **k: _mha(*a, **k, one_head=True, scale="all heads / n_heads"),
      "this is ONE attention over the full width (scaled by sqrt(d_head)): split Q, K and V into n_heads heads "
      "first, so that each head has its own softmax."),
-    (lambda *a, **k: _mha(*a, **k, merge=lambda x: ref_heads.merge_heads(x[::-1])),
+    (lambda *a, **k: _mha(*a, **k, merge="reversed"),
      "the heads are concatenated in reverse order before W_O: head 0 must own the first d_head columns "
      "(does your merge_heads pass its own check?)."),
-    (lambda *a, **k: _mha(*a, **k, split=_split_interleaved),
+    (lambda *a, **k: _mha(*a, **k, split="interleaved"),
      "the heads are cut from interleaved columns: does your split_heads pass its own check?"),
 ]
 
