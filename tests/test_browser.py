@@ -77,24 +77,29 @@ def lab(tmp_path_factory):
         yield base, root
 
 
-@pytest.fixture
-def page(tmp_path):
+@pytest.fixture(scope="module")
+def browser():
+    """One chromium for the module's tests (each gets its own context: no cookies or storage shared)."""
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing and CI is set: .ci/install-browser installs it", pytrace=False)
     if sync_playwright is None:
         pytest.fail("the Python package playwright (pinned in environment.yml) is not installed", pytrace=False)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        # Actions and locators take the context's default; `expect(...)` assertions keep their own 5 s default
-        # unless told otherwise, and a first JupyterLab load on a busy machine takes longer than that.
-        context.set_default_timeout(MINUTE)
-        context.set_default_navigation_timeout(2 * MINUTE)
-        expect.set_options(timeout=MINUTE)
-        page = context.new_page()
-        yield page
-        context.close()
+        yield browser
         browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    # Actions and locators take the context's default; `expect(...)` assertions keep their own 5 s default
+    # unless told otherwise, and a first JupyterLab load on a busy machine takes longer than that.
+    context.set_default_timeout(MINUTE)
+    context.set_default_navigation_timeout(2 * MINUTE)
+    expect.set_options(timeout=MINUTE)
+    yield context.new_page()
+    context.close()
 
 
 def test_lesson01_widget_runs_and_redraws_when_a_slider_moves(lab, page, tmp_path):
