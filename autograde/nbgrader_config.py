@@ -33,6 +33,13 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
+# The release is stored as JupyterLab saves it, so that a notebook opened and saved untouched keeps its bytes
+# (qkv_edition/notebook_form.py: integral points as integers, the kernel's language_info, empty widget state)
+from nbgrader.converters import GenerateAssignment  # noqa: E402
+from qkv_edition.notebook_form import AsJupyterLabSaves  # noqa: E402
+c.GenerateAssignment.preprocessors = [*GenerateAssignment.class_traits()["preprocessors"].default(),
+                                      AsJupyterLabSaves]
+
 # Grading runs each submission in a sandbox and computes every verdict outside the student's process
 # (qkv_autograde/): the answer cells run in a bubblewrap-isolated kernel with no network and no view of this
 # folder; the test cells run here and call the student's functions across the boundary with plain data.

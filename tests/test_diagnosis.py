@@ -120,7 +120,8 @@ CASES = [
     ("04", "MASKED_SOFTMAX_MISTAKES", lesson04.MASKED_SOFTMAX_REFERENCE,
      [((RNG.normal(size=(3, 3)), masking.causal_mask(3)), {}),
       ((RNG.normal(size=(2, 3)), np.array([[True, True, False], [False, False, False]])), {}),
-      ((np.array([[1000.0, 999.0, 5.0], [0.5, 0.2, 3.0], [-2.0, 0.0, 1.0]]), masking.causal_mask(3)), {})],
+      ((np.array([[1000.0, 999.0, 5.0], [0.5, 0.2, 3.0], [-2.0, 0.0, 1.0]]), masking.causal_mask(3)), {}),
+      ((RNG.normal(size=(2, 3, 3)), masking.causal_mask(3)), {})],  # a batch under one mask (issue 41)
      None, _against),
     ("04", "CAUSAL_ATTENTION_MISTAKES", lesson04.CAUSAL_ATTENTION_REFERENCE,
      [(lesson04.sentence_inputs(), {}),

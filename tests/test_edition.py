@@ -40,7 +40,7 @@ LESSONS = qkv.lessons.LESSONS
 VENV = pathlib.Path(sys.executable).parents[1]  # this checkout's environment: make runs the build with it
 # the edition's files besides notebooks/ and source_lib/qkv/: exactly these (jupyter/student as in the course)
 TOP_FILES = {"environment.yml", "postBuild", "start", "Makefile", "README.md", ".gitignore",
-             "jupyter/lab-overrides.json", "source_lib/pyproject.toml"}
+             "jupyter/lab-overrides.json", "jupyter/ipython_kernel_config.py", "source_lib/pyproject.toml"}
 STUDENT_CONFIG = {str(p.relative_to(ROOT)) for p in (ROOT / "jupyter" / "student").rglob("*") if p.is_file()
                   and "__pycache__" not in p.parts}
 LIBRARY_SUFFIXES = {".py", ".json", ".gz"}  # the student build of qkv: modules and their fixtures
@@ -182,7 +182,8 @@ def test_edition_holds_what_a_class_needs_and_nothing_more(edition, number, tmp_
     for row in released:  # the release, byte for byte (nbgrader generates it from solutions/)
         notebook = f"notebooks/{row.slug}/{row.slug}.ipynb"
         assert (folder / notebook).read_bytes() == (RELEASE / row.slug / f"{row.slug}.ipynb").read_bytes()
-    for name in STUDENT_CONFIG | {"jupyter/lab-overrides.json", "source_lib/pyproject.toml"}:
+    for name in STUDENT_CONFIG | {"jupyter/lab-overrides.json", "jupyter/ipython_kernel_config.py",
+                                  "source_lib/pyproject.toml"}:
         assert (folder / name).read_bytes() == (ROOT / name).read_bytes(), name
 
     git = functools.partial(subprocess.run, cwd=folder, capture_output=True, text=True, check=True)

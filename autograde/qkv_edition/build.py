@@ -40,7 +40,8 @@ STARTED = time.monotonic()  # the command's time (python -m qkv_edition.build)
 ROOT = pathlib.Path(__file__).resolve().parents[2]  # autograde/qkv_edition/build.py -> the course checkout
 TEMPLATES = pathlib.Path(__file__).resolve().parent / "templates"
 # what the edition takes from the course as it is (beside the notebooks and the student build of qkv)
-COPIED = ("jupyter/student", "jupyter/lab-overrides.json", "source_lib/pyproject.toml")
+COPIED = ("jupyter/student", "jupyter/lab-overrides.json", "jupyter/ipython_kernel_config.py",
+          "source_lib/pyproject.toml")
 
 
 # ================================================================ the edition

@@ -5,7 +5,8 @@ import dataclasses
 import numpy as np
 
 from qkv.checking.calling import call
-from qkv.checking.diagnosis import NONFINITE_CAUSES, Probes, as_result, certain_diagnosis, nonfinite_cause
+from qkv.checking.diagnosis import (NONFINITE_CAUSES, Probes, as_result, certain_diagnosis, certain_shape_diagnosis,
+                                    nonfinite_cause)
 from qkv.checking.hints import Hint, call_text, describe
 from qkv.checking.validation import expect_array
 
@@ -179,6 +180,11 @@ def _validated(raw, expected, shown, check, args, kwargs, probes):
     try:
         return expect_array(raw, expected.shape, shown, allow_list=check.allow_list)
     except Hint as hint:
+        if "returned shape" in str(hint):
+            # a wrong shape that is a known mistake's answer (the keys blended instead of the values) names it
+            named = certain_shape_diagnosis(raw, expected, args, kwargs, check.diagnoses, probes, check.plausible)
+            if named:
+                raise Hint(f"{str(hint).rstrip('.')}: {named}") from None
         if "finite" not in str(hint):
             raise
         # a known mistake may produce exactly this NaN (e.g. a softmax shifted by one global maximum)

@@ -70,6 +70,41 @@ def certain_diagnosis(got, expected, args, kwargs, diagnoses, probes, plausible=
     return None
 
 
+def _as_any_shape(value):
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+
+
+def certain_shape_diagnosis(raw, expected, args, kwargs, diagnoses, probes, plausible=()):
+    """The hint of the one listed mistake whose answer, of another shape than the reference's, the student's function
+    gives on EVIDENCE_NEEDED inputs, told apart from every other listed and `plausible` mistake there (keys blended
+    instead of values: a [d_k] output where [d_v] belongs). None when no mistake is certain: the wrong shape is said."""
+    got = _as_any_shape(raw)
+    if got is None or got.shape == np.shape(expected) or not diagnoses:
+        return None
+    for index, (mistake_fn, hint) in enumerate(diagnoses):
+        if not _same(got, _mistaken(mistake_fn, args, kwargs)):
+            continue
+        others = [fn for i, (fn, other_hint) in enumerate(diagnoses) if i != index and other_hint != hint]
+        others += list(plausible)
+        evidence = 0
+        for probe_args, probe_kwargs, probe_got, probe_expected in itertools.chain(
+                [(args, kwargs, got, expected)], probes.raw()):
+            mistaken = _mistaken(mistake_fn, probe_args, probe_kwargs)
+            if mistaken is None or mistaken.shape == np.shape(probe_expected) or not np.any(np.isfinite(mistaken)):
+                continue  # there the mistake has the right shape (diagnosed by value) or no fingerprint
+            if any(_same(mistaken, _mistaken(other, probe_args, probe_kwargs)) for other in others):
+                continue
+            if not _same(_as_any_shape(probe_got), mistaken):
+                break
+            evidence += 1
+            if evidence >= EVIDENCE_NEEDED:
+                return hint
+    return None
+
+
 # ---------------------------------------------------------------- where a NaN comes from
 
 OVERFLOW = ("on the same input with every number scaled down your function gives finite values, so large numbers "
@@ -201,6 +236,14 @@ class Probes:
         except Hint:
             got = None
         return args, kwargs, got, expected
+
+    def raw(self):
+        """As iterating, with the student's answer as it came back (any shape; None when it is not numbers)."""
+        for args, kwargs, got, expected in self._results():
+            if self.index is not None:
+                got = got[self.index] if isinstance(got, tuple) and len(got) > self.index else None
+                expected = expected[self.index]
+            yield args, kwargs, got, np.asarray(expected, dtype=np.float64)
 
     def __iter__(self):
         for args, kwargs, got, expected in self._results():

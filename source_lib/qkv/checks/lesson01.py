@@ -127,13 +127,20 @@ HARD_LOOKUP_MISTAKES = [
      "it accepts a key that equals the query in only some components; every component must match."),
 ]
 
-HARD_LOOKUP = Check(name="hard_lookup", diagnoses=HARD_LOOKUP_MISTAKES)
+# A table where the best-scoring key is not the equal one, and other keys share some components with each query:
+# both mistakes answer wrong on every query but the first, in different ways (a diagnosis is confirmed on them)
+HARD_LOOKUP_TABLE = (np.array([[2.0, 1.0, 0.0], [1.0, 2.0, 0.0], [2.0, 4.0, 0.0], [1.0, 2.0, 1.0]]),
+                     np.array([[10.0], [20.0], [30.0], [40.0]]))
+HARD_LOOKUP_CONFIRMATIONS = [((key.copy(), *HARD_LOOKUP_TABLE), {}) for key in HARD_LOOKUP_TABLE[0][2:]]
+HARD_LOOKUP = Check(name="hard_lookup", diagnoses=HARD_LOOKUP_MISTAKES, confirm_with=HARD_LOOKUP_CONFIRMATIONS)
 
 
 def hard_lookup(student_hard_lookup):
     K, V = HARD_LOOKUP_KEYS, HARD_LOOKUP_VALUES
     for query in ([0.0, 1.0], [1.0, 1.0]):
         check_against(student_hard_lookup, lookup.hard_lookup, (np.array(query), K, V), declared=HARD_LOOKUP)
+    check_against(student_hard_lookup, lookup.hard_lookup, (np.array([1.0, 2.0, 0.0]), *HARD_LOOKUP_TABLE),
+                  declared=HARD_LOOKUP)
     expect_lookup_error(student_hard_lookup, np.array([0.5, 0.5]), K, V)
     expect_lookup_error(student_hard_lookup, np.array([1.0, 1.0 + 1e-12]), K, V)  # equal only "up to a tolerance"
     print("hard_lookup: all visible checks passed.")

@@ -87,6 +87,8 @@ NO_SCALE = "the scores are not scaled: divide Q @ K.T by sqrt(d_k), the square r
 BY_D_K = "the scores are divided by d_k; divide by its square root, np.sqrt(d_k)."
 BY_N_K = ("the scores are divided by the square root of the number of keys; d_k is the width of the "
           "query and key vectors, Q.shape[-1].")
+BY_N_Q = ("the scores are divided by the square root of the number of queries, len(Q); d_k is the width of the "
+          "query and key vectors, Q.shape[-1].")
 TIMES = "the scores are multiplied by sqrt(d_k); divide by it instead."
 BY_D_MODEL = ("the scores are divided by the square root of d_model, the width of X; d_k is the width of the "
               "queries and keys, W_Q.shape[1].")
@@ -110,6 +112,7 @@ SCALED_SCORES_MISTAKES = [
     (_raw, NO_SCALE),
     (lambda Q, K: _raw(Q, K) / _d_k(Q), BY_D_K),
     (lambda Q, K: _raw(Q, K) / np.sqrt(np.shape(K)[0]), BY_N_K),
+    (lambda Q, K: _raw(Q, K) / np.sqrt(len(Q)), BY_N_Q),
     (lambda Q, K: _raw(Q, K) * np.sqrt(_d_k(Q)), TIMES),
     (lambda Q, K: (_raw(Q, K) / np.sqrt(_d_k(Q))).T, TRANSPOSED),
     (lambda Q, K: _weights(Q, K),
@@ -128,6 +131,7 @@ ATTENTION_WEIGHTS_MISTAKES = [
     (lambda Q, K: _weights(Q, K, 1.0), NO_SCALE),
     (lambda Q, K: _weights(Q, K, _d_k(Q)), BY_D_K),
     (lambda Q, K: _weights(Q, K, np.sqrt(np.shape(K)[0])), BY_N_K),
+    (lambda Q, K: _weights(Q, K, np.sqrt(len(Q))), BY_N_Q),
     (lambda Q, K: _weights(Q, K, normalise=_columns_softmax), COLUMNS),
     (lambda Q, K: _weights(Q, K, normalise=_divided_by_sum), BY_SUM),
     (lambda Q, K: _weights(Q, K, normalise=_shifted_by_one_max), ONE_MAX),
@@ -142,6 +146,7 @@ RETURNS_WEIGHTS = "these are the attention weights; the output is one step furth
 ATTENTION_MISTAKES = [
     (lambda Q, K, V: _weights(Q, K, 1.0) @ _array(V), NO_SCALE),
     (lambda Q, K, V: _weights(Q, K, _d_k(Q)) @ _array(V), BY_D_K),
+    (lambda Q, K, V: _weights(Q, K, np.sqrt(len(Q))) @ _array(V), BY_N_Q),
     (lambda Q, K, V: _weights(Q, K, normalise=_columns_softmax) @ _array(V), COLUMNS),
     (lambda Q, K, V: _weights(Q, K, normalise=_divided_by_sum) @ _array(V), BY_SUM),
     (lambda Q, K, V: _weights(Q, K, normalise=_shifted_by_one_max) @ _array(V), ONE_MAX),
@@ -210,13 +215,18 @@ def rows_sum_to_one(got, args, kwargs):
 # ---------------------------------------------------------------- each graded function's check, declared once
 
 DOT_SCORES = Check(name="dot_scores", diagnoses=DOT_SCORES_MISTAKES, allowed=TOOLS)
+# The worked example has one query, where sqrt(len(Q)) = 1 gives the unscaled answer: a diagnosis made there is
+# confirmed on two queries (n_q = 2, d_k = 3, n_k = 5 and 6: no two candidate scales agree), not on moved copies alone
+_MORE_K, _MORE_V = np.vstack([SMALL_K, [[1.0, -1.0, 1.0]]]), np.vstack([SMALL_V, -SMALL_V[:1]])
+SCALE_CONFIRMATIONS = (((SMALL_Q, SMALL_K), {}), ((SMALL_Q[::-1], _MORE_K), {}))
+ATTENTION_CONFIRMATIONS = (((SMALL_Q, SMALL_K, SMALL_V), {}), ((SMALL_Q[::-1], _MORE_K, _MORE_V), {}))
 SCALED_SCORES = Check(name="scaled_scores", diagnoses=SCALED_SCORES_MISTAKES, plausible=SCALED_SCORES_PLAUSIBLE,
-                      allowed=TOOLS)
+                      allowed=TOOLS, confirm_with=SCALE_CONFIRMATIONS)
 ATTENTION_WEIGHTS = Check(name="attention_weights", diagnoses=ATTENTION_WEIGHTS_MISTAKES,
                           plausible=ATTENTION_WEIGHTS_PLAUSIBLE, allowed=TOOLS, extra_checks=(rows_sum_to_one,),
-                          nonfinite_hint=NONFINITE)
+                          nonfinite_hint=NONFINITE, confirm_with=SCALE_CONFIRMATIONS)
 ATTENTION = Check(name="attention", diagnoses=ATTENTION_MISTAKES, plausible=ATTENTION_PLAUSIBLE, allowed=TOOLS,
-                  nonfinite_hint=NONFINITE)
+                  nonfinite_hint=NONFINITE, confirm_with=ATTENTION_CONFIRMATIONS)
 PROJECT_QKV = Check(name="project_qkv", diagnoses=PROJECT_QKV_MISTAKES, allowed=TOOLS, outputs=("Q", "K", "V"))
 SELF_ATTENTION = Check(name="self_attention", diagnoses=SELF_ATTENTION_MISTAKES, plausible=SELF_ATTENTION_PLAUSIBLE,
                        allowed=TOOLS, nonfinite_hint=NONFINITE)
@@ -263,6 +273,9 @@ def attention_weights(student_attention_weights):
 
 
 def attention(student_attention):
+    # as many queries as keys first: weights.T @ V then has the right shape, and its values say the weights were
+    # transposed (on the worked example's one query it is a numpy error)
+    check_against(student_attention, ref_attention.attention, (SMALL_Q, SMALL_K[:2], SMALL_V[:2]), declared=ATTENTION)
     got = check_against(student_attention, ref_attention.attention, (WORKED_Q, WORKED_K, WORKED_V),
                         declared=ATTENTION)
     check_against(student_attention, ref_attention.attention, (SMALL_Q, SMALL_K, SMALL_V), declared=ATTENTION)

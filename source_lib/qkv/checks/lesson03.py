@@ -194,7 +194,8 @@ def check_entropy(student_fn, weights):
     try:
         check_against(student_fn, scaling.entropy, (weights,), declared=ENTROPY)
     except Hint as hint:
-        if np.ndim(weights) > 1 and ("returned shape" in str(hint) or "single number" in str(hint)):
+        named = any(cause in str(hint) for _, cause in ENTROPY_MISTAKES)  # the axis is already said
+        if np.ndim(weights) > 1 and not named and ("returned shape" in str(hint) or "single number" in str(hint)):
             raise Hint(f"{hint} Each row (the last axis) is one set of weights and gets its own entropy: "
                        f"sum along axis=-1 only.") from None
         raise
@@ -235,7 +236,14 @@ SOFTMAX_JACOBIAN_MISTAKES = [
      "this is diag(x) - x x^T of the scores themselves; use the weights s = softmax(scores)."),
     (_from_weights(lambda s: np.diag(s) - np.outer(s, s) / len(s)),
      "the outer product is divided by n; the Jacobian is exactly diag(s) - s s^T."),
+    (_from_weights(lambda s: np.diag(s[:, None]) - np.outer(s, s)),
+     "np.diag of a column s [n, 1] does not build a diagonal matrix: it returns the diagonal of that [n, 1] array, "
+     "the single number s_0, which is then added to every entry of - s s^T. Build diag from "
+     "the flat vector, np.diag(s.ravel()) (s @ s.T on the column is the right outer product)."),
 ]
+
+SOFTMAX_JACOBIAN_OVERFLOW = ("the softmax inside your Jacobian overflows on large scores: subtract the largest score "
+                             "before np.exp, or use the `softmax` imported from qkv.attention, which does.")
 
 
 def rows_sum_to_zero(got, args, kwargs):
@@ -246,7 +254,7 @@ def rows_sum_to_zero(got, args, kwargs):
 
 
 SOFTMAX_JACOBIAN = Check(name="softmax_jacobian", diagnoses=SOFTMAX_JACOBIAN_MISTAKES, allowed=TOOLS,
-                         extra_checks=(rows_sum_to_zero,))
+                         extra_checks=(rows_sum_to_zero,), nonfinite_hint=SOFTMAX_JACOBIAN_OVERFLOW)
 
 
 def softmax_jacobian(student_fn):
@@ -259,6 +267,7 @@ def softmax_jacobian(student_fn):
                   declared=SOFTMAX_JACOBIAN, atol=1e-9, rtol=5e-3)
     # scores spanning more than 709: softmax without its max overflows; and float32 in, float32 out
     check_against(student_fn, scaling.softmax_jacobian, (np.array([-760.0, 0.0, 1.5]),), declared=SOFTMAX_JACOBIAN)
+    check_against(student_fn, scaling.softmax_jacobian, (np.array([800.0, 799.0, 0.0]),), declared=SOFTMAX_JACOBIAN)
     check_against(student_fn, scaling.softmax_jacobian, (np.array([0.5, -1.0, 2.0, 0.3, 1.2], dtype=np.float32),),
                   declared=SOFTMAX_JACOBIAN)
     print("softmax_jacobian: all visible checks passed.")
@@ -304,6 +313,8 @@ def check_query_jacobian(student_fn, reference_fn, q, K, atol=QUERY_JACOBIAN.ato
     try:
         return check_against(student_fn, reference_fn, (q, K), declared=QUERY_JACOBIAN, atol=atol)
     except Hint as hint:
+        if any(cause in str(hint) for _, cause in QUERY_JACOBIAN_MISTAKES):
+            raise  # the wrong shape is a known mistake's, and says so
         if np.shape(K)[0] != np.shape(K)[1] and _transposed_shape(q, K) in str(hint):
             raise Hint(f"{hint} That is the transpose: rows index the {np.shape(K)[0]} weights and columns the "
                        f"{np.shape(K)[1]} query components, J[i, j] = d w_i / d q_j, so the chain rule reads "

@@ -81,6 +81,12 @@ def _shifted_by_one_max(scores, mask):
     return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
 
 
+def _one_matrix_row_by_row(scores, mask):
+    # a masked softmax written for one [n_q, n_k] matrix, a loop over its rows: given a batch, each step takes a
+    # whole matrix scores[i] and hides the keys of ONE row of the mask, mask[i], in every one of its rows
+    return np.stack([ref_attention.masked_softmax(s, m) for s, m in zip(np.asarray(scores, float), np.asarray(mask))])
+
+
 MASKED_SOFTMAX_MISTAKES = [
     (lambda s, m: ref_attention.softmax(s) * m,
      "the hidden entries are 0 but the rows no longer sum to 1: the mask was applied after the softmax. "
@@ -100,6 +106,10 @@ MASKED_SOFTMAX_MISTAKES = [
      "a row with no visible key came back with weights, as if nothing were masked (or uniform, in float32): "
      "adding -1e9 to every score of a row shifts them all equally, and the softmax ignores a common shift. "
      "The contract for a fully masked row is all zeros: multiply the weights by the mask, or set such rows to 0."),
+    (_one_matrix_row_by_row,
+     "right on one matrix [n_q, n_k], wrong on a batch [B, n_q, n_k] under one mask [n_q, n_k]: a loop over the "
+     "rows takes a whole matrix scores[i] at each step and hides in it the keys of ONE row of the mask, mask[i]. "
+     "Let the mask broadcast over the leading axes (np.where(mask, scores, -np.inf)) and reduce along axis=-1."),
 ]
 
 FULLY_MASKED_ROW = ("a fully masked row (no visible key) computed -inf - (-inf) or 0/0; the contract for such a row "

@@ -81,6 +81,24 @@ DEPENDENCE_MISTAKES.append(
      "np.abs(new - old).max(axis=1) > tol."))
 
 
+def _signed_change(attend, X, delta=1.0, tol=1e-9):
+    # the change compared with tol keeps its sign: an output that falls when row j is nudged seems not to move
+    X = np.asarray(X, dtype=float)
+    baseline = np.asarray(attend(X))
+    depends = np.zeros((len(X), len(X)), dtype=bool)
+    for j in range(len(X)):
+        nudged = X.copy()
+        nudged[j] += delta
+        depends[:, j] = (np.asarray(attend(nudged)) - baseline).max(axis=1) > tol
+    return depends
+
+
+DEPENDENCE_MISTAKES.append(
+    (_signed_change,
+     "an output that FALLS when row j is nudged is not counted: the change new - old is compared with tol with its "
+     "sign, so only rises are found. Compare its size, np.abs(new - old).max(axis=1) > tol."))
+
+
 def dependence_confirmations():
     """Targets [T = 4, d_in = 5] on which every catalogued probe mistake gives its own pattern, for confirming a
     diagnosis made where two coincide (on causal attention a column nudge and accumulating nudges both find
@@ -94,10 +112,14 @@ def dependence_confirmations():
     W_Q, W_K, W_V = np.random.default_rng(41).normal(size=(3, 5, 3))
     W_K[0], W_V[0] = 0.0, 0.0
     queries_only = functools.partial(ref_attention.self_attention, W_Q=W_Q, W_K=W_K, W_V=W_V)
+    # and mixes whose odd rows fall as the inputs rise: a signed change finds only the even rows' dependences
+    falling_rows = np.array([[1.0], [-1.0], [1.0], [-1.0]])
     return tuple(((attend, x), {}) for attend, x in (
         (functools.partial(probes.mixed_readout, mix=mix, readout=readout), X),
         (functools.partial(probes.mixed_readout, mix=mix.T.copy(), readout=readout), X[::-1].copy()),
-        (queries_only, X), (queries_only, X[::-1].copy())))
+        (queries_only, X), (queries_only, X[::-1].copy()),
+        (functools.partial(probes.mixed_readout, mix=mix * falling_rows, readout=readout), X),
+        (functools.partial(probes.mixed_readout, mix=mix.T * falling_rows, readout=readout), X[::-1].copy())))
 
 
 PROBE_ALLOWED = (masking.causal_self_attention, ref_attention.self_attention)

@@ -97,6 +97,12 @@ def _computed(T, chunk):
     return ref_cost.causal_block_counts(T, chunk)[0]
 
 
+# Missing the last, shorter chunk's blocks (T // chunk chunks) and leaving out the diagonal blocks give one count
+# whenever the first is wrong (chunk does not divide T): one hint for both, so that it can be said at all
+COUNT_SHORT_BY_A_ROW = ("the output is right but the count is short: the blocks on the diagonal are computed (half "
+                        "masked), so they count, and a last, shorter chunk makes blocks too (ceil(T / chunk) chunks, "
+                        "not T // chunk).")
+
 CAUSAL_MISTAKES = [
     (_with_count(lambda Q, K, V, c: _online(Q, K, V, c, causal=True, mask_diagonal=False), _computed),
      "queries see later keys inside the blocks on the diagonal: a diagonal block holds both past and future "
@@ -111,11 +117,9 @@ CAUSAL_MISTAKES = [
      "last query is entirely in the future; skip it (do not compute and mask it), and count only the blocks "
      "you compute."),
     (_with_count(lambda Q, K, V, c: ref_cost.causal_chunked_attention(Q, K, V, c)[0],
-                 lambda T, c: (T // c) * (T // c + 1) // 2),
-     "the output is right but the count misses the blocks of the last, shorter chunk."),
+                 lambda T, c: (T // c) * (T // c + 1) // 2), COUNT_SHORT_BY_A_ROW),
     (_with_count(lambda Q, K, V, c: ref_cost.causal_chunked_attention(Q, K, V, c)[0],
-                 lambda T, c: _computed(T, c) - (-(-T // c))),
-     "the count leaves out the blocks on the diagonal; they are computed (half masked), so they count."),
+                 lambda T, c: _computed(T, c) - (-(-T // c))), COUNT_SHORT_BY_A_ROW),
 ]
 
 CAUSAL_NONFINITE = ("a block of queries ended up with no key at all: the block on the diagonal must be computed "
