@@ -38,7 +38,8 @@ def _tril(T, k=0):
 
 
 CAUSAL_MASK_MISTAKES = [
-    (lambda T: np.triu(np.ones((T, T), dtype=bool)),
+    # through _tril (withheld while lesson 04 is open): an upper triangle, transposed, is the answer
+    (lambda T: _tril(T).T,
      "query i may attend keys j >= i, its future: the lower triangle is hidden instead of the upper. "
      "A causal mask is True on and BELOW the diagonal."),
     (lambda T: _tril(T, -1),
