@@ -68,7 +68,7 @@ def spread():
             expected += same
             varied += 1
             distribution = [a * (1 - same) + b * same for a, b in zip(distribution + [0], [0] + distribution)]
-    fixed = TOTAL_SELF_CHECKS - varied  # lesson 06's five and memory_exponent: the same for everyone
+    fixed = TOTAL_SELF_CHECKS - varied  # memory_exponent: the same for everyone
     distribution = [0.0] * fixed + distribution
     print(f"varied {varied} of {TOTAL_SELF_CHECKS}; expected coinciding right answers per pair: {expected:.2f} over "
           f"the varied ones, {expected + fixed:.2f} over all {TOTAL_SELF_CHECKS} ({fixed} unvaried)")
