@@ -1,7 +1,7 @@
 """Per-student self-check numbers (issue 43): what deriving them costs, how far apart students' answers are, and what
 grading with variants on adds per submission. Prints figures; asserts nothing (tests/test_your_numbers*.py do).
 
-    python bench/bench_your_numbers.py
+    python bench/bench_your_numbers.py [--grading [LESSON] [N] [ROUNDS]]
 
 - derivation: ms per question (the slowest question, the largest pool) and per student and lesson (A8: <= 1 ms per
   question);
@@ -9,9 +9,14 @@ grading with variants on adds per submission. Prints figures; asserts nothing (t
   answers for a random pair of students over the course's 28 self-checks, and P(a pair coincides on >= 10);
 - grading overhead: the grader's extra work per submission with variants on (the true key, the numbers of every
   varied question, the recorded answers, the report's rows for a class of 200), in CPU ms, beside the grading CPU
-  per submission that bench/bench_class_grading.py measures (A8: <= +2%).
+  per submission that bench/bench_class_grading.py measures (A8: <= +2%);
+- with --grading: that comparison measured, a class of N submissions of LESSON (default 03-scaling, 12) graded by
+  `make grade`'s grader (bench_class_grading.parallel) with variants off and on, alternately (ROUNDS, default 2):
+  the CPU seconds per submission (worker plus kernel) of each, and the ratio (A8: <= 1.02). The exchange's ids are
+  the keys.
 """
 import json
+import os
 import pathlib
 import sys
 import time
@@ -68,7 +73,7 @@ def spread():
             expected += same
             varied += 1
             distribution = [a * (1 - same) + b * same for a, b in zip(distribution + [0], [0] + distribution)]
-    fixed = TOTAL_SELF_CHECKS - varied  # lesson 06's five and memory_exponent: the same for everyone
+    fixed = TOTAL_SELF_CHECKS - varied  # memory_exponent: the same for everyone
     distribution = [0.0] * fixed + distribution
     print(f"varied {varied} of {TOTAL_SELF_CHECKS}; expected coinciding right answers per pair: {expected:.2f} over "
           f"the varied ones, {expected + fixed:.2f} over all {TOTAL_SELF_CHECKS} ({fixed} unvaried)")
@@ -94,7 +99,41 @@ def grading_overhead(class_size=1000):
           "is the added share")
 
 
+def grading_cpu(lesson, n, rounds=2):
+    """CPU-s per submission of bench_class_grading's class graded with variants off, then on (alternately)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench_class_grading as classes
+    variant_settings = f"\nc.Variants.salt = {SALT!r}\nc.Variants.lessons = [{lesson!r}]\n"
+    make_class = classes.a_class
+    print(f"== grading CPU per submission, {lesson}, {n} submissions, variants off and on ({rounds} rounds)")
+    measured = {"off": [], "on": []}
+    for _ in range(rounds):
+        for mode in ("off", "on"):
+            def a_class(parent, lesson, n, mode=mode):
+                instructor = make_class(parent, lesson, n)
+                if mode == "on":
+                    with (instructor / "nbgrader_config.py").open("a") as config:
+                        config.write(variant_settings)
+                return instructor
+            classes.a_class = a_class
+            try:
+                _, runs, _ = classes.parallel(lesson, n, None)
+            finally:
+                classes.a_class = make_class
+            cpu = sum(m["cpu_seconds"] for m in runs) / len(runs)
+            measured[mode].append(cpu)
+            print(f"  variants {mode:>3}: {cpu:.3f} CPU-s per submission")
+    off, on = (sum(v) / len(v) for v in (measured["off"], measured["on"]))
+    print(f"variants on / off: {on / off:.3f} (A8: <= 1.02; load average {os.getloadavg()[0]:.1f}, the rounds' spread "
+          f"{min(measured['off'] + measured['on']):.3f}..{max(measured['off'] + measured['on']):.3f} s)")
+
+
 if __name__ == "__main__":
+    if "--grading" in sys.argv:
+        extra = sys.argv[sys.argv.index("--grading") + 1:]
+        grading_cpu(extra[0] if extra else "03-scaling", int(extra[1]) if len(extra) > 1 else 12,
+                    int(extra[2]) if len(extra) > 2 else 2)
+        sys.exit()
     derivation()
     spread()
     grading_overhead()

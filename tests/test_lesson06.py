@@ -9,6 +9,7 @@ from lessons import assert_rejected, error_outputs_of_a_graded_perfect_notebook,
 from qkv import model, sinks
 from qkv.checks import lesson06 as visible
 from qkv.heads import grouped_query_attention
+from qkv.your_numbers import POOLS
 from qkv.masking import causal_mask
 from qkv_grading import lesson06 as hidden
 
@@ -39,7 +40,7 @@ def test_first_token_share_of_no_preference_is_the_baseline_and_seed_003s_sixth(
     uniform = np.broadcast_to(causal_mask(T) / np.arange(1, T + 1)[:, None], (3, T, T))
     assert np.isclose(sinks.first_token_share(uniform), sinks.uniform_first_token_share(T))
     assert np.isclose(sinks.uniform_first_token_share(2), 0.5)
-    assert np.isclose(1 / 6, hidden.ANSWERS["gpt2_uniform_share"][0])     # seed 003: 6 tokens, 61% vs 16%
+    assert np.isclose(1 / 6, hidden.ANSWERS["gpt2_uniform_share"][0]({"T": 6}))  # seed 003: 6 tokens, 61% vs 16%
     sink = np.zeros((2, 4, 4))
     sink[:, :, 0] = 1.0
     assert sinks.first_token_share(sink) == 1.0
@@ -154,7 +155,9 @@ def test_the_numeric_answers_are_what_smollm2_measures():
     m = model.load()
     run = model.forward(m, model.encode(m, SENTENCE), return_weights=True)
     shares = [sinks.first_token_share(w) for w in run.weights]
-    assert int(np.argmax(shares)) == hidden.ANSWERS["sink_peak_layer"][0]
+    table = [hidden.ANSWERS["sink_peak_layer"][0]({"layer": layer}) for layer in range(len(shares))]
+    assert np.allclose(table, shares, atol=1e-4)  # issue 43: the answer table of every student's layer
+    assert int(np.argmax(shares)) == 25 == POOLS[LESSON]["sink_peak_layer"].rows[0][0]  # the canonical layer: the peak
 
 
 # ---------------------------------------------------------------- mutants the hidden tests must reject
@@ -670,7 +673,8 @@ def test_wrong_answers_are_rejected():
     assert_rejected(lambda v: hidden.answer("sink_explanation", v), "d")
     assert_rejected(lambda v: hidden.answer("gpt2_uniform_share", v), 0.61)   # GPT-2's measured share
     assert_rejected(lambda v: hidden.answer("gpt2_uniform_share", v), 1 / 5)  # query 0 left out by mistake
-    assert_rejected(lambda v: hidden.answer("sink_peak_layer", v), 24)
+    assert_rejected(lambda v: hidden.answer("sink_peak_layer", v), 25)  # the canonical layer's number, not its share
+    assert_rejected(lambda v: hidden.answer("sink_peak_layer", v), 0.94)  # layer 24's share
     assert_rejected(lambda v: hidden.answer("ablation_outcome", v), "b")
 
 
@@ -742,17 +746,19 @@ def _spellings(correct):
 @pytest.mark.parametrize("name", sorted(hidden.ANSWERS))
 def test_the_explanation_shown_after_a_wrong_try_does_not_give_the_answer_away(name):
     correct, _ = hidden.ANSWERS[name]
+    if callable(correct):  # a varied question (issue 43): its canonical numbers' answer
+        correct = correct(dict(zip(POOLS[LESSON][name].names, POOLS[LESSON][name].rows[0])))
     explanation = hidden.EXPLANATIONS[name]
     for spelling in _spellings(correct):
         assert spelling not in explanation, f"{name}: the explanation names the answer ({spelling!r}): {explanation}"
 
 
-@pytest.mark.parametrize("answer", [1 / 6, 0.16, 0.17, 0.167])
+@pytest.mark.parametrize("answer", [1 / 6, 0.166, 0.167, 0.1667])
 def test_the_no_preference_share_is_accepted_at_the_precision_the_question_asks(answer):
     hidden.answer("gpt2_uniform_share", answer)
 
 
-@pytest.mark.parametrize("answer", [0.61, 0.2, 0.15, 0.18])
+@pytest.mark.parametrize("answer", [0.61, 0.2, 0.15, 0.18, 1 / 7])
 def test_the_no_preference_share_rejects_other_readings(answer):
     assert_rejected(lambda v: hidden.answer("gpt2_uniform_share", v), answer)
 

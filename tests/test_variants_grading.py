@@ -122,3 +122,49 @@ def test_a_canvas_submission_without_a_roster_row_stops_grading_naming_the_file(
     with pytest.raises(SystemExit, match="have no row in roster.csv"):
         variants.stop_without_roster(tmp_path, "03-scaling",
                                      Config(Variants={"salt": "term", "lessons": ["03-scaling"]}))
+
+
+def assign(tmp_path, student="20001", typed="jsmith", trust=False):
+    """AssignVariant on a Canvas submission that the (empty) roster does not name; its nb.metadata.qkv.variant."""
+    folder = tmp_path / "submitted" / student / "03-scaling"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ".lms.json").write_text(json.dumps({"lms": "canvas", "user_id": student, "name": "Jane"}))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"STUDENT = {typed!r}")])
+    nb.cells[0]["id"] = "your_key"
+    config = Config(Variants={"salt": "term", "lessons": ["03-scaling"], "trust_typed_keys": trust},
+                    CourseDirectory={"root": str(tmp_path)})
+    resources = {"nbgrader": {"assignment": "03-scaling", "student": student}}
+    nb, _ = variants.AssignVariant(config=config).preprocess(nb, resources)
+    return nb.metadata["qkv"]["variant"]
+
+
+def test_trusted_typed_keys_grade_a_submission_without_a_roster_row_for_its_typed_key(tmp_path, monkeypatch):
+    monkeypatch.delenv(variants.TRUST_VARIABLE, raising=False)
+    with pytest.raises(ValueError, match="no row in roster.csv"):
+        assign(tmp_path)
+    assert assign(tmp_path, trust=True) == {"key": "jsmith", "salt": "term", "typed": "jsmith", "unverified": True}
+    assert assign(tmp_path, "20002", typed="", trust=True)["key"] == "20002"  # none typed: the LMS id
+    monkeypatch.setenv(variants.TRUST_VARIABLE, "1")  # make grade TRUST_TYPED_KEYS=1
+    assert assign(tmp_path)["unverified"] is True
+    assert variants.check(tmp_path, "03-scaling", variants.Variants(salt="term", lessons=["03-scaling"])) is None
+    monkeypatch.setenv(variants.TRUST_VARIABLE, "0")
+    assert "TRUST_TYPED_KEYS=1" in variants.check(tmp_path, "03-scaling",
+                                                  variants.Variants(salt="term", lessons=["03-scaling"]))
+
+
+def test_an_unverified_key_is_reported_with_the_classmates_who_typed_the_same(tmp_path):
+    from qkv_autograde.reports import variant_rows
+    records = {"20001": {"key": "jsmith", "typed": "jsmith", "unverified": True},
+               "20002": {"key": "jsmith", "typed": "jsmith", "unverified": True},
+               "20003": {"key": "ann", "typed": "ann"}}
+    for student, record in records.items():
+        folder = tmp_path / "autograded" / student / "03-scaling"
+        folder.mkdir(parents=True)
+        nb = nbformat.v4.new_notebook(metadata={"qkv": {"variant": dict(record, salt="term", answers={})}})
+        nbformat.write(nb, folder / "03-scaling.ipynb")
+    rows = variant_rows.class_rows(tmp_path, "03-scaling")
+    assert [r["name"] for r in rows["20001"]] == ["variant key unverified"]
+    assert "graded for the key its notebook typed" in rows["20001"][0]["detail"]
+    assert "the same key as 20002" in rows["20001"][0]["detail"]
+    assert "the same key as 20001" in rows["20002"][0]["detail"]
+    assert "20003" not in rows

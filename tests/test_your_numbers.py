@@ -49,6 +49,7 @@ TODAY = {  # the numbers the lessons' text used before variants, with today's le
     ("04-masking", "future_share_zero_mask"): {"T": 5, "position": 1},
     ("05-heads", "qwen_kv_bytes_per_token"): {"n_layers": 24, "n_kv_heads": 2, "d_head": 64, "bytes": 2},
     ("05-heads", "qwen_kv_saving_factor"): {"n_heads": 14, "n_kv_heads": 2},
+    ("06-sinks", "gpt2_uniform_share"): {"T": 6}, ("06-sinks", "sink_peak_layer"): {"layer": 25},
     ("07-cost", "context_growth"): {"n_old": 2048, "n_new": 8192}, ("07-cost", "smollm2_cache_mib"): {"T": 8192},
 }
 
@@ -91,17 +92,27 @@ def test_every_variant_is_drawn_and_none_by_more_than_twice_its_share(lesson, qu
     assert len(pool.rows) >= 12 and len(pool.rows) <= 200  # >= 12 answers; <= 200 hashes per derivation (1 ms)
 
 
+SELF_CHECKS = 28  # the course's self-check questions; those without a pool (memory_exponent) are the same for all
+
+
 def test_two_students_share_few_right_answers(plain_process):
-    # expected coinciding right answers for a pair of random keys: sum over questions of sum_v p_v^2 (a choice
-    # coincides when the right option sits at the same letter: 1/4)
-    numeric = choice = 0.0
+    # A1: for a pair of random keys, a question's right answers coincide with probability sum_v p_v^2 (a choice:
+    # the right option at the same letter, 1/4; an unvaried question: 1). Expected coincidences over the 28
+    # questions <= 6, over the varied numeric ones <= 1, and P(a pair coincides on >= 10 of 28) <= 1%
+    numeric, same = 0.0, []
     for lesson, question in varied_questions():
-        shares = [n / len(KEYS) for n in _shares(lesson, question).values()]
         if POOLS[lesson][question].names == ("order",):
-            choice += 0.25
+            same.append(0.25)
         else:
-            numeric += sum(p * p for p in shares)
-    assert numeric <= 1.0 and numeric + choice <= 6.0, (numeric, choice)
+            same.append(sum((n / len(KEYS)) ** 2 for n in _shares(lesson, question).values()))
+            numeric += same[-1]
+    same += [1.0] * (SELF_CHECKS - len(same))
+    distribution = [1.0]  # distribution[k]: P(k coinciding answers)
+    for p in same:
+        distribution = [a * (1 - p) + b * p for a, b in zip(distribution + [0.0], [0.0] + distribution)]
+    assert SELF_CHECKS - len(varied_questions()) == 1  # every question varies but memory_exponent
+    assert numeric <= 1.0 and sum(same) <= 6.0, (numeric, sum(same))
+    assert sum(distribution[10:]) <= 0.01, sum(distribution[10:])
 
 
 def test_retiring_a_variant_moves_only_the_students_who_had_it(monkeypatch):

@@ -101,3 +101,29 @@ def test_self_study_says_right_or_wrong_for_the_numbers_on_show(self_study_kerne
     assert capsys.readouterr().out.count(": right") == 2
     with pytest.raises(Hint, match="not right"):
         answered_number(0.8, "future_share_zero_mask")  # the canonical answer, not jsmith's
+
+
+def test_a_wrong_answer_right_for_the_typed_key_says_so_naming_no_key_and_no_answer():
+    module, term = hidden("03-scaling"), TERM_SALT
+    typed_d_k = question_params("03-scaling", "variance_at_128", "jsmtih", term)["d_k"]
+    mine = question_params("03-scaling", "variance_at_128", "jsmith", term)["d_k"]
+    assert typed_d_k != mine
+    typed_order = question_params("03-scaling", "why_scale", "jsmtih", term)["order"]
+    with variant_of("jsmith", term, typed="jsmtih"):
+        with pytest.raises(Hint) as caught:
+            module.answer("variance_at_128", typed_d_k)  # the typo's numbers, not the submission's
+        message = str(caught.value)
+        assert "right for the numbers of the login typed in your first cell, which is not the login of your " \
+               "submission" in message
+        assert "jsmtih" not in message and "jsmith" not in message and str(mine) not in message.split("(allowed")[1]
+        with pytest.raises(Hint) as caught:
+            module.answer("variance_at_128", -1.0)  # right for nobody: the plain hint
+        assert "login typed" not in str(caught.value)
+        if shown_letter(typed_order, "b") != shown_letter(
+                question_params("03-scaling", "why_scale", "jsmith", term)["order"], "b"):
+            with pytest.raises(Hint, match="login typed in your first cell"):
+                module.answer("why_scale", shown_letter(typed_order, "b"))
+        module.answer("variance_at_128", mine)
+    with variant_of("jsmith", term, typed="jsmith"), pytest.raises(Hint) as caught:
+        module.answer("variance_at_128", typed_d_k)
+    assert "login typed" not in str(caught.value)  # the typed key is the true one: nothing to say

@@ -26,7 +26,8 @@ from qkv import lessons, your_numbers
 
 # a self-check answer is graded by the checking package's rule, so that grading and self-study mode say right or
 # wrong alike (qkv.checking.is_right)
-from qkv.checking import expect_answer, seal
+from qkv.checking import Hint, expect_answer, is_right, seal
+from qkv.checking.questions import for_your_numbers
 
 
 def answer_of(answers):
@@ -40,8 +41,32 @@ def answer_of(answers):
         recorded = _RECORDED.get()
         if recorded is not None:
             recorded[name] = _plain(value)
-        expect_answer(value, correct, name, tolerance, params=params_of(lesson, name))
+        try:
+            expect_answer(value, correct, name, tolerance, params=params_of(lesson, name))
+        except Hint as wrong:
+            if _right_for_the_typed_key(lesson, name, value, correct, tolerance):
+                raise Hint(f"{wrong} {TYPED_KEY_SENTENCE}") from None
+            raise
     return answer
+
+
+# the feedback's sentence when a wrong answer is right for the key the notebook typed (design 3.5): it names
+# neither that key nor whose it is, and gives no right answer
+TYPED_KEY_SENTENCE = ("It is right for the numbers of the login typed in your first cell, which is not the login of "
+                      "your submission.")
+
+
+def _right_for_the_typed_key(lesson, name, value, correct, tolerance):
+    key, salt, typed = _VARIANT.get() or ("", "", None)
+    if not typed or typed == key or name not in your_numbers.POOLS.get(lesson, {}):
+        return False
+    graded, right = for_your_numbers(value, correct, your_numbers.question_params(lesson, name, typed, salt))
+    if isinstance(right, str):
+        return graded == right
+    try:
+        return is_right(float(graded), right, tolerance)
+    except (TypeError, ValueError, OverflowError):
+        return False
 
 
 # {question: answer} of the submission being graded, for the anomaly report's "answers fit a classmate's variant"
@@ -69,15 +94,17 @@ def recording_answers(into):
         _RECORDED.reset(token)
 
 
-# (normalised key, salt) of the submission being graded: its true key, from the roster (qkv_autograde grading sets
-# it around the test cells, as it sets draws_of). None: the canonical numbers
+# (normalised key, salt, typed key) of the submission being graded: its true key, from the roster (qkv_autograde
+# grading sets it around the test cells, as it sets draws_of), and the key its notebook typed. None: the canonical
+# numbers
 _VARIANT = contextvars.ContextVar("qkv_grading_variant", default=None)
 
 
 @contextlib.contextmanager
-def variant_of(key, salt):
-    """Inside, varied self-check questions are graded for the numbers of `key` under the term's `salt`."""
-    token = _VARIANT.set((your_numbers.normalise_key(key), salt))
+def variant_of(key, salt, typed=None):
+    """Inside, varied self-check questions are graded for the numbers of `key` under the term's `salt`; a wrong answer
+    right for the numbers of `typed` (the key the notebook typed) says so."""
+    token = _VARIANT.set((your_numbers.normalise_key(key), salt, typed))
     try:
         yield
     finally:
@@ -89,7 +116,7 @@ def params_of(lesson, name):
     question does not vary."""
     if name not in your_numbers.POOLS.get(lesson, {}):
         return None
-    key, salt = _VARIANT.get() or ("", your_numbers.SELF_STUDY_SALT)
+    key, salt, _ = _VARIANT.get() or ("", your_numbers.SELF_STUDY_SALT, None)
     return your_numbers.question_params(lesson, name, key, salt)
 
 

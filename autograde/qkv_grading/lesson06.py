@@ -146,13 +146,16 @@ def ablate_heads(student_fn):
 ANSWERS = {
     "weight_refutes": ("c", None),
     "sink_explanation": ("b", None),
-    # seed 003: GPT-2's last token of a 6-token sentence; no preference spreads 1/6 on each token. The question
-    # asks for two decimals (or a fraction): 0.16 (cut) and 0.17 (rounded) are both that reading of 1/6, while
-    # 1/5 (query 0 left out) and GPT-2's measured 0.61 are not.
-    "gpt2_uniform_share": (1 / 6, 0.01),
-    # SmolLM2 on the seed-002 sentence: the layer whose first-token share is largest (tests/test_lesson06.py
-    # recomputes it from the model)
-    "sink_peak_layer": (25, 0),
+    # seed 003 quotes GPT-2's last token of a 6-token sentence; the student's sentence has T tokens (canonical 6):
+    # no preference spreads 1/T on each. Three decimals (rounded or cut): the window 0.001 keeps 1/29 and 1/30
+    # apart, and 1/(T-1) (query 0 left out) and GPT-2's measured 0.61 outside it
+    "gpt2_uniform_share": (lambda p: 1 / p["T"], 0.001),
+    # SmolLM2's first-token share (lesson's `shares`, queries 1..T-1) at the student's layer on the seed-002
+    # sentence, layers 0..29 (canonical: the peak, layer 25); tests/test_lesson06.py recomputes the table from the model
+    "sink_peak_layer": (lambda p, shares=(
+        0.09028, 0.05650, 0.41169, 0.77767, 0.81110, 0.87145, 0.73536, 0.91955, 0.80987, 0.73158, 0.20704, 0.02433,
+        0.55825, 0.60811, 0.77290, 0.71346, 0.46070, 0.79118, 0.81113, 0.62462, 0.88326, 0.80896, 0.78668, 0.86165,
+        0.93834, 0.95103, 0.93030, 0.84703, 0.83359, 0.56161): shares[p["layer"]], 0.002),
     "ablation_outcome": ("a", None),
 }
 
@@ -167,8 +170,8 @@ EXPLANATIONS = {
                         "less than on other tokens (section 3: less, not nothing).",
     "gpt2_uniform_share": "With no preference the last query spreads its weight evenly over every token it can see, "
                           "itself included: one over the number of tokens, whatever GPT-2 measured.",
-    "sink_peak_layer": "Take np.argmax of the per-layer first-token shares of section 2 (`shares`), not the layer "
-                       "with the largest share of the contribution.",
+    "sink_peak_layer": "Read your layer's entry of the per-layer first-token shares of section 2 (`shares`, layers "
+                       "counted from 0), not its share of the contribution, and as a fraction, not a percentage.",
     "ablation_outcome": "Compare the second-copy losses printed in section 6: the intact model, the top induction "
                         "heads ablated, and the random heads ablated, against the first copy's loss (no copying).",
 }

@@ -13,6 +13,15 @@ def _sigmoid(z):
     return 1 / (1 + np.exp(-z))
 
 
+def _sink_share(layer):
+    # SmolLM2's first-token share at `layer` (the answer table of lesson 06)
+    from qkv_grading.lesson06 import ANSWERS
+    return ANSWERS["sink_peak_layer"][0]({"layer": layer})
+
+
+NO_PREFERENCE_SHARE_06 = 0.07141  # the seed sentence's no-preference baseline, printed in lesson 06's section 2
+
+
 # question -> (what the student did, the number it gives for params p)
 MISTAKES = {
     "blended_output": (
@@ -50,6 +59,16 @@ MISTAKES = {
     "qwen_kv_saving_factor": (("the query heads", lambda p: p["n_heads"]),
                               ("the kv heads", lambda p: p["n_kv_heads"]),
                               ("the inverse", lambda p: p["n_kv_heads"] / p["n_heads"])),
+    "gpt2_uniform_share": (("query 0 left out: 1 / (T - 1)", lambda p: 1 / (p["T"] - 1)),
+                           ("GPT-2's measured 61%", lambda p: 0.61),
+                           ("a percentage", lambda p: 100 / p["T"]),
+                           ("one more token: 1 / (T + 1)", lambda p: 1 / (p["T"] + 1))),
+    "sink_peak_layer": (("the layer number", lambda p: p["layer"]),
+                        ("a percentage", lambda p: 100 * _sink_share(p["layer"])),
+                        ("the peak's share", lambda p: _sink_share(25) if p["layer"] != 25 else None),
+                        ("the layer before (layers counted from 1)",
+                         lambda p: _sink_share(p["layer"] - 1) if p["layer"] > 0 else None),
+                        ("the no-preference baseline", lambda p: NO_PREFERENCE_SHARE_06)),
     "context_growth": (("linear", lambda p: p["n_new"] / p["n_old"]),
                        ("cubic", lambda p: (p["n_new"] / p["n_old"]) ** 3),
                        ("the difference", lambda p: p["n_new"] - p["n_old"])),

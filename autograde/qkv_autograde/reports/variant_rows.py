@@ -5,6 +5,8 @@ and the answers as plain data, written by the grader), never from the notebook's
 - "variant key missing": the notebook typed no key (it was graded for its true key all the same);
 - "variant key differs": a near miss (edit distance <= 2, probably a typo), another student's key (named), or no
   student's key; with the score the answers would get for the typed key beside the one they got;
+- "variant key unverified": no roster row named the submission's login (make grade TRUST_TYPED_KEYS=1), so it was
+  graded for the key it typed; with the classmates whose submissions typed the same key;
 - "answers fit a classmate's variant": answers wrong for the student's own numbers and right for one classmate's,
   neither a catalogued mistake of the student's own numbers nor the canonical (published) answer: at least 2
   numeric questions, or 1 numeric and 2 choice questions. The classmate and the questions are named.
@@ -24,6 +26,7 @@ from qkv_autograde.intake import history, roster
 from qkv_autograde.intake.lms_names import shown
 
 MISSING, DIFFERS, FITS = "variant key missing", "variant key differs", "answers fit a classmate's variant"
+UNVERIFIED = "variant key unverified"
 CHANGED = "variant changed since first grading"
 
 
@@ -141,6 +144,9 @@ def class_rows(course_root, lesson, autograded="autograded"):
         return {}
     names = {key: name for (_, _, _), (key, name) in roster.load(course_root).items()}
     keys = {variant["key"]: student for student, variant in submissions.items()}
+    holders = {}  # key -> the students graded for it: two when unverified keys coincide
+    for student, variant in submissions.items():
+        holders.setdefault(variant["key"], []).append(student)
     name_of_key = {key: shown(names.get(key) or student) for key, student in keys.items()}
     name_of_key.update({key: shown(name) for key, name in names.items() if name})
     graders, rows = {}, {}
@@ -149,6 +155,11 @@ def class_rows(course_root, lesson, autograded="autograded"):
         key, typed, answers = variant["key"], variant.get("typed"), variant.get("answers") or {}
         out = rows.setdefault(student, [])
         total = len(grader.answers)
+        if variant.get("unverified"):
+            same = [shown(other) for other in holders[key] if other != student]
+            out.append({"name": UNVERIFIED, "detail": "no roster row names this submission (TRUST_TYPED_KEYS=1): "
+                                                      "graded for the key its notebook typed, which nothing verifies"
+                                                      + (f"; the same key as {', '.join(same)}" if same else "")})
         if not typed:
             out.append({"name": MISSING, "detail": "the your_key cell types no key; graded for the numbers of the "
                                                    "submission's own login"})

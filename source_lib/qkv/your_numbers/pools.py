@@ -18,8 +18,8 @@ class Pool(NamedTuple):
 # a choice question varies by the order of its four canonical options
 CHOICE = Pool(("order",), tuple((letter,) for letter in "abcd"))
 
-# lesson folder -> question name -> Pool. Lesson 06 is not varied: its peak layer needs the model and its
-# uniform-share question quotes GPT-2's measurement at 6 tokens.
+# lesson folder -> question name -> Pool. Lesson 07's memory_exponent is not varied: the quadratic law is its
+# teaching point, the same for everyone.
 POOLS = {
     "01-lookup": {
         "lookup_on_miss": CHOICE,
@@ -104,6 +104,24 @@ POOLS = {
             (14, 2), (8, 4), (6, 2), (8, 2), (10, 2), (12, 2), (16, 2), (18, 2), (20, 2), (22, 2), (24, 2), (26, 2),
             (28, 2), (30, 2), (32, 2)
         )),
+    },
+    "06-sinks": {
+        "weight_refutes": CHOICE,
+        "sink_explanation": CHOICE,
+        # GPT-2's quoted 61% at 6 tokens stays in the text; the student's sentence has T tokens -> 1/T. T up to 30
+        # (the design's 16, widened): 28 answers instead of 14 keep P(two students share >= 10 of 28) under 1% (A1)
+        "gpt2_uniform_share": Pool(("T",), (
+            (6,), (3,), (4,), (5,), (7,), (8,), (9,), (10,), (11,), (12,), (13,), (14,), (15,), (16,), (17,), (18,),
+            (19,), (20,), (21,), (22,), (23,), (24,), (25,), (26,), (27,), (28,), (29,), (30,)
+        )),
+        # the first-token share of SmolLM2 at the student's layer on the seed sentence (the peak, layer 25, is the
+        # canonical row and stays the lesson's figure); layers 8, 18 and 21 are left out: their shares lie within
+        # 0.002 of layers 4's and 8's, so they would be one answer
+        "sink_peak_layer": Pool(("layer",), (
+            (25,), (0,), (1,), (2,), (3,), (4,), (5,), (6,), (7,), (9,), (10,), (11,), (12,), (13,), (14,), (15,),
+            (16,), (17,), (19,), (20,), (22,), (23,), (24,), (26,), (27,), (28,), (29,)
+        )),
+        "ablation_outcome": CHOICE,
     },
     "07-cost": {
         "context_growth": Pool(("n_old", "n_new"), (

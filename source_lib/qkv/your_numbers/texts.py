@@ -16,6 +16,8 @@ NUMBERS = {
     "qwen_kv_bytes_per_token": "Your model: {n_layers} layers, {n_kv_heads} key/value heads of {d_head} "
                                "dimensions, {bytes}-byte numbers.",
     "qwen_kv_saving_factor": "Your model: {n_heads} query heads sharing {n_kv_heads} key/value heads.",
+    "gpt2_uniform_share": "Your numbers: a sentence of T = {T} tokens.",
+    "sink_peak_layer": "Your numbers: layer {layer} of SmolLM2 (layers count from 0).",
     "context_growth": "Your numbers: the context grows from {n_old:,} to {n_new:,} tokens.",
     "smollm2_cache_mib": "Your numbers: one sequence of T = {T:,} tokens.",
 }
@@ -51,6 +53,20 @@ OPTIONS = {
                   "grouped-query attention; it saves the output projection's parameters",
                   "grouped-query attention; it shrinks the key/value cache kept while generating",
                   "sparse attention; it skips distant tokens"),
+    "weight_refutes": ("because full stops carry the meaning of a sentence",
+                       "because attention weights do not sum to 1, so they cannot be compared",
+                       "because the largest weights land on tokens that say nothing about the answer, so a large "
+                       "weight alone does not show that a token was used: only an intervention such as deleting it "
+                       "(section 4) can", "because the model does not use attention at all"),
+    "sink_explanation": ("the token the model copies into its answer; softmax sharpens it",
+                         "a position, usually the first, that absorbs the weight of heads with nothing useful to "
+                         "read: the weights must go somewhere, and a position every query sees, where weight moves "
+                         "the output less than on other tokens, is a harmless place",
+                         "a bug of the causal mask that a correct implementation removes",
+                         "the token whose value vector is the longest, so it dominates every output"),
+    "ablation_outcome": ("ablating the top induction heads raises the loss on the second copy far more than ablating "
+                         "as many random heads", "both ablations raise it about equally", "neither changes it",
+                         "random heads matter more than induction heads"),
     "more_important_reason": ("short paths, because they removed vanishing gradients completely",
                               "parallelism, because it let much larger models be trained on much more data on "
                               "parallel hardware", "neither: attention does less arithmetic than a recurrence",
