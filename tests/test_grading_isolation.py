@@ -6,13 +6,13 @@ import os
 import pytest
 
 from qkv_autograde.grading import grade_class
-from qkv_autograde.kernels import delegation, sandbox
+from qkv_autograde.kernels import delegation, isolation, sandbox
 
 
 def test_without_cgroups_the_missing_limits_are_named_with_their_fix(tmp_path, monkeypatch):
     monkeypatch.setattr(sandbox, "CGROUP_ROOT", str(tmp_path))  # no hierarchy here: no cgroup can be made
     monkeypatch.setattr(delegation, "CGROUP_ROOT", str(tmp_path))
-    missing = delegation.missing_isolation()
+    missing = isolation.missing_isolation()
     assert len(missing) == 1 and "no memory or pids cgroup" in missing[0] and "fix:" in missing[0], missing
     if os.geteuid() != 0:
         assert "make hub-setup INSTRUCTOR=" in missing[0]
@@ -20,7 +20,7 @@ def test_without_cgroups_the_missing_limits_are_named_with_their_fix(tmp_path, m
 
 def test_make_grade_stops_before_anything_when_a_wall_is_missing(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # grade() moves to autograde/: come back after
-    monkeypatch.setattr(delegation, "missing_isolation", lambda: ["no sandbox: ... (fix: `sudo make sandbox`)"])
+    monkeypatch.setattr(isolation, "missing_isolation", lambda: ["no sandbox: ... (fix: `sudo make sandbox`)"])
     monkeypatch.setattr(grade_class.lms_export, "collect", lambda *a, **k: pytest.fail("collected all the same"))
     with pytest.raises(SystemExit) as stopped:
         grade_class.grade("01-lookup", submissions_path=str(tmp_path))

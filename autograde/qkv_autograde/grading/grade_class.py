@@ -31,7 +31,7 @@ from qkv_autograde.reports import exports, feedback as feedback_pages, item_anal
 from qkv_autograde.intake import lms_export, late, submissions
 from qkv_autograde.grading.converter import completely_graded, ensure_in_gradebook
 from qkv_autograde.grading.startup import COMMAND_STARTED, Startup, prepare_model
-from qkv_autograde.kernels import delegation
+from qkv_autograde.kernels import isolation
 
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -281,7 +281,7 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
     scheduler = scheduler or os.environ.get("DASK_SCHEDULER")
     if scheduler:  # refused before anything is collected or graded
         cluster_security.client_security(scheduler, insecure_scheduler)
-    weaker = [] if scheduler else [f"isolation partial: {wall}" for wall in delegation.missing_isolation()]
+    weaker = [] if scheduler else [f"isolation partial: {wall}" for wall in isolation.missing_isolation()]
     if weaker and not allow_partial_isolation:  # never silently weaker (issue 42); a cluster's workers check their own
         raise SystemExit("make grade: not grading.\n" + "\n".join(weaker) + "\n(anyway: ALLOW_PARTIAL_ISOLATION=1)")
     warnings.filterwarnings("ignore", module="nbgrader")  # nbgrader's own SQLAlchemy session warnings, not ours

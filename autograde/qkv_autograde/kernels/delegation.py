@@ -10,8 +10,7 @@ uid), and nobody else can. The kernels never see /sys (the sandbox binds only wh
 cgroup v2 is not delegated this way: moving a process there needs write access to the common ancestor's
 cgroup.procs (the root's), so a non-root grader on a v2-only machine is told to grade as root instead.
 
-`missing_isolation()` names every wall grading would lack here, each with its fix; `make grade` stops on any of
-them unless the instructor opts in (--allow-partial-isolation), and the opt-in is then repeated in its summary.
+kernels/isolation.py names every wall grading would lack here, each with its fix.
 """
 import os
 import pwd
@@ -58,30 +57,3 @@ def delegate(user):
                 os.chown(path, entry.pw_uid, entry.pw_gid)
         said.append(f"cgroup {folder}: delegated to {user} (their kernels' {controller} limits)")
     return said
-
-
-def missing_isolation():
-    """The walls a kernel of this grader would not have here, each as a sentence ending in its fix; [] if none."""
-    from qkv_autograde.kernels import sandbox
-
-    missing = []
-    if sandbox.isolation() != "bwrap":
-        missing.append("no sandbox: bubblewrap cannot make user and network namespaces here, so student code could "
-                       "read your files and reach the network (fix: `sudo make sandbox`, on a machine that permits "
-                       "unprivileged user namespaces)")
-    probe = sandbox.KernelCgroup(sandbox.Limits().memory_bytes, sandbox.Limits().processes)
-    try:
-        if probe.missing:
-            me = pwd.getpwuid(os.geteuid()).pw_name
-            if os.geteuid() == 0:
-                fix = f"grade where root can write {CGROUP_ROOT} (a container may mount it read-only)"
-            elif is_v2():
-                fix = "cgroup v2 is not delegated: grade as root (sudo make grade ...)"
-            else:
-                fix = (f"as root, `make hub-setup INSTRUCTOR={me}` delegates them to you (again after each reboot: "
-                       "cgroups do not survive one)")
-            missing.append(f"no {' or '.join(probe.missing)} cgroup writable by {me}: a kernel's processes "
-                           f"together would have no memory or process limit (fix: {fix})")
-    finally:
-        probe.remove()
-    return missing
