@@ -40,7 +40,10 @@ TWINS = {
         "qkv.checks.lesson01._sweep",
     ),
     "02-by-hand": ("qkv.checks.lesson02._raw",),
-    "04-masking": ("qkv.checks.lesson04._tril",),
+    "04-masking": ("qkv.checks.lesson04._tril",
+                   # the padding catalogue's real keys [B, T] and its queries-hidden mask: padding_mask behind a
+                   # broadcast, and behind a transpose
+                   "qkv.checks.lesson04._real_keys", "qkv.checks.lesson04._rows_not_columns"),
     "05-heads": ("qkv.checks.lesson05._gqa", "qkv.checks.lesson05._mha"),
     "06-sinks": ("qkv.checks.lesson06._norms", "qkv.checks.lesson06._window", "qkv.checks.lesson06._induction",
                  # the diagonal and previous-token scores: each exercise's catalogue holds the other's answer

@@ -126,7 +126,7 @@ class KernelCgroup:
         self.memory_bytes = memory_bytes
         self.folders = {}  # controller -> cgroup folder (one folder for both in v2)
         v2 = os.path.exists(os.path.join(CGROUP_ROOT, "cgroup.controllers"))
-        # v1: the hierarchy's root for root, the subtree hub-setup delegated for an instructor (delegation.py; isolation.py names what is missing)
+        # v1: the hierarchy's root for root, the subtree hub-setup delegated for an instructor (delegation.py)
         parents = [CGROUP_ROOT] if v2 else [delegation.parent(os.path.join(CGROUP_ROOT, c)) for c in LIMITED]
         for parent in parents:
             _remove_abandoned(parent, prefix)
