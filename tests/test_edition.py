@@ -540,6 +540,9 @@ def test_validate_over_wrong_self_check_answers_says_they_are_recorded_and_grade
         name = (grade_id(cell) or "").removeprefix("answer_") if cell.cell_type == "code" else None
         if name in key:
             correct = key[name][0]
+            if callable(correct):  # a function of the student's numbers (issue 43): the empty key's, canonical
+                from qkv.your_numbers import numbers
+                correct = correct(numbers(lesson.slug, "").params[name])
             value = next(c for c in "abcd" if c != correct) if isinstance(correct, str) else 3 * abs(correct) + 1
             cell.source = f"{name} = {value!r}"
             wrong += 1

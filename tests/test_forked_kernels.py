@@ -189,15 +189,15 @@ def test_a_forked_kernel_is_a_normal_kernel_for_the_student(template):
               "except Exception as e:\n    withheld = type(e).__name__\n"
               "plt.plot([1, 2]); plt.close('all')\n"
               "from qkv import widgets\n"
-              "picture = bytes(widgets.live_figure(lambda f: f.subplots(), {}, (2, 1)).value)\n"
+              "picture = widgets.live_figure(lambda f: f.subplots(), {}, (2, 1)).value\n"
               "print(json.dumps({'random': float(np.random.rand()), 'withheld': withheld, 'cwd': os.getcwd(),"
-              " 'home': sorted(os.listdir(os.environ['HOME'])), 'widget picture bytes': len(picture)}))")
+              " 'home': sorted(os.listdir(os.environ['HOME'])), 'widget picture characters': len(picture)}))")
     first, second = run_in_new_kernel(template, source), run_in_new_kernel(template, source)
     assert first["random"] != second["random"], "every kernel must have its own random stream"
     assert first["withheld"] == "WithheldDuringGrading"
     assert first["cwd"] == sandbox.Sandbox.HOME
     assert ".matplotlib" in first["home"]
-    assert first["widget picture bytes"] == 0, "no front end will show a widget: it draws no picture"
+    assert first["widget picture characters"] == 0, "no front end will show a widget: it draws no picture"
 
 
 def test_a_model_lessons_kernels_read_the_results_their_template_hashed_without_hashing_again(monkeypatch):
