@@ -152,3 +152,46 @@ def test_a_lessons_table_is_an_html_table_with_headers_and_aligned_text_in_a_ter
     assert repr(shown).splitlines()[1:] == [" d_k  variance <raw>", "   1            1.02", "1024         1023.50"]
     with pytest.raises(ValueError, match="every row needs 2 cells"):
         Table(["a", "b"], [[1]])
+
+
+def lesson_code(lesson):
+    """{cell id: source} of a solution notebook's code cells, IPython's % lines left out."""
+    import nbformat
+    from lessons import SOLUTIONS
+
+    cells = nbformat.read(SOLUTIONS / lesson / f"{lesson}.ipynb", as_version=4).cells
+    return {cell.get("id"): "\n".join(line for line in cell.source.splitlines() if not line.startswith("%"))
+            for cell in cells if cell.cell_type == "code"}
+
+
+def test_lesson07s_figures_say_the_numbers_they_plot():
+    # lesson 07 times attention and SmolLM2's layers, too slow to run here (test_lessons_as_shown leaves it out):
+    # its three figure cells run as written on small made-up measurements, with the solution's functions, and the
+    # text alternative of each figure says the measurements, the fitted slopes and the crossover it draws
+    from qkv.figure_text import number
+
+    code = lesson_code("07-cost")
+    space = {}
+    for cell in ("e6d57ec9", "22cfcf1f", "30bbec7f", "f5cee0b1"):   # imports, fit_exponent, attention_step, append
+        exec(code[cell], space)
+    seconds = [0.001, 0.003, 0.0125, 0.05, 0.2]                       # T^2 from T = 1024 on: slope 2.00
+    space.update(lengths=[256, 512, 1024, 2048, 4096], naive_seconds=seconds,
+                 naive_bytes=[2**20, 2**22, 2**24, 2**26, 2**28], smol=None, crossover=1536.0,
+                 layer_seconds=lambda smol, T: {"attention block": 2e-6 * T * (1 + T / 1536), "MLP": 4e-6 * T})
+    said = {}
+    try:
+        for cell in ("72d99e1a", "e75b600e", "811caa6d"):
+            before = set(plt.get_fignums())
+            exec(code[cell], space)
+            drawn = [n for n in plt.get_fignums() if n not in before]
+            assert len(drawn) == 1, f"cell {cell} drew {len(drawn)} figures"
+            said[cell] = describe(plt.figure(drawn[0]))
+    finally:
+        plt.close("all")
+    assert "time of one head: slope 2.00 for T >= 1024" in said["72d99e1a"], said["72d99e1a"]
+    assert f"measured (seconds): 5 points from (256, {number(0.001)}) to (4096, {number(0.2)})" in said["72d99e1a"]
+    assert "peak memory of one head: slope 2.00" in said["72d99e1a"]
+    per_token_us = 2e-6 * 256 * (1 + 256 / 1536) / 256 * 1e6
+    assert f"attention block: 5 points from (256, {number(per_token_us)})" in said["e75b600e"], said["e75b600e"]
+    assert "a vertical line at 1536 (FLOPs crossover, T = 1,536)" in said["e75b600e"]
+    assert "window 16 + 4 sinks: 64 points from (1, 1) to (64, 20)" in said["811caa6d"], said["811caa6d"]

@@ -182,8 +182,31 @@ def test_every_figure_a_lesson_shows_has_alt_text_with_its_numbers(shown, lesson
     assert not undescribed, f"{lesson}: pictures without a description (cell, alt): {undescribed}"
 
 
-@pytest.mark.parametrize("lesson, count", [("01-lookup", 1), ("02-by-hand", 1), ("03-scaling", 3), ("04-masking", 1),
-                                           ("05-heads", 1)])
+def test_lesson06s_figures_say_the_numbers_the_notebook_measured(shown):
+    # issue 44: each figure of lesson 06 has a text alternative that states what it plots, checked against the arrays
+    # the notebook computed (lesson 07's figures: test_figure_access, on made-up measurements)
+    from qkv.figure_text import number
+
+    m = shown["06-sinks"]["extract"]
+    alt = dict(shown["06-sinks"]["pictures"])          # cell id -> the alt text of the figure it shows
+    assert set(alt) == {"0ae33237", "f1fb8732", "17d29c7a", "4d0751af"}, sorted(alt)
+    shares, weight, contribution = m["shares"], m["weight_share"], m["contribution_share"]
+    assert (f"share of attention on the first token: 0 {number(shares[0])}; 1 {number(shares[1])}" in alt["0ae33237"]
+            and f"highest: bar {int(np.argmax(shares))}, {number(max(shares))}" in alt["0ae33237"]
+            and f"a horizontal line at {number(m['baseline'])}" in alt["0ae33237"]), alt["0ae33237"]
+    assert (f"share of the weight: 0 {number(weight[0])}; 1 {number(weight[1])}" in alt["f1fb8732"]
+            and f": 0 {number(contribution[0])}; 1 {number(contribution[1])}" in alt["f1fb8732"]), alt["f1fb8732"]
+    for name, loss in m["chunk_loss"].items():
+        assert (f"{name} (perplexity {m['long_ppl'][name]:.1f}): {len(loss)} points from" in alt["17d29c7a"]
+                and f"highest {number(max(loss))}" in alt["17d29c7a"]), (name, alt["17d29c7a"])
+    diagonal = np.array(m["diagonal"])
+    assert (f"diagonal score. a grid of {len(diagonal)} rows (layer) by {diagonal.shape[1]} columns (head), values "
+            f"from {number(diagonal.min())} to {number(diagonal.max())}") in alt["4d0751af"], alt["4d0751af"]
+    assert alt["4d0751af"].count(f"a grid of {len(diagonal)} rows (layer)") == 3, "panels sharing the layer axis"
+
+
+@pytest.mark.parametrize("lesson, count", [("01-lookup", 2), ("02-by-hand", 3), ("03-scaling", 9), ("04-masking", 8),
+                                           ("05-heads", 10), ("06-sinks", 10)])
 def test_the_tables_a_lesson_prints_are_html_tables(shown, lesson, count):
     # issue 44: a screen reader moves through an HTML table by rows and columns, not through aligned text
     assert shown[lesson]["tables"] == count, f"{lesson} shows {shown[lesson]['tables']} qkv.tables tables"

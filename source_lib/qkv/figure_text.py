@@ -17,11 +17,14 @@ MAX_CHARACTERS = 4000
 
 
 def number(x):
-    # 3 significant digits, plain for ordinary sizes, scientific for the very small or large
+    # 3 significant digits, plain for ordinary sizes (4096, not 4.1e+03: a sequence length is read whole),
+    # scientific for the very small or large
     x = float(x)
     if not np.isfinite(x):
         return str(x)
-    if x == 0 or 1e-3 <= abs(x) < 1e5:
+    if 1e3 <= abs(x) < 1e5:
+        return f"{x:.0f}"
+    if x == 0 or 1e-3 <= abs(x) < 1e3:
         return f"{x:.3g}"
     return f"{x:.2e}"
 
@@ -36,6 +39,13 @@ def _tick_labels(axis_ticks, labels, n):
     return [by_position.get(i, str(i)) for i in range(n)]
 
 
+def _axis_label(ax, axis):
+    # panels that share an axis (sharey=True) label it once, on one of them: each panel is said with that label
+    shared = ax.get_shared_x_axes() if axis == "x" else ax.get_shared_y_axes()
+    labels = (a.get_xlabel() if axis == "x" else a.get_ylabel() for a in [ax, *shared.get_siblings(ax)])
+    return next((label for label in labels if label.strip()), "")
+
+
 def _is_colour_bar(ax):
     return hasattr(ax, "_colorbar")
 
@@ -47,7 +57,7 @@ def describe_image(ax, image):
     n_rows, n_cols = values.shape
     rows = _tick_labels(ax.get_yticks(), ax.get_yticklabels(), n_rows)
     cols = _tick_labels(ax.get_xticks(), ax.get_xticklabels(), n_cols)
-    row_name, col_name = ax.get_ylabel() or "row", ax.get_xlabel() or "column"
+    row_name, col_name = _axis_label(ax, "y") or "row", _axis_label(ax, "x") or "column"
     finite = values[np.isfinite(values)]
     head = f"a grid of {n_rows} rows ({row_name}) by {n_cols} columns ({col_name})"
     if finite.size and set(np.unique(finite)) <= {0.0, 1.0}:
@@ -105,10 +115,14 @@ def describe_bars(ax, container, index):
     across = getattr(container, "orientation", "vertical") == "horizontal"   # barh: the value is the width
     axis_ticks = (ax.get_yticks(), ax.get_yticklabels()) if across else (ax.get_xticks(), ax.get_xticklabels())
     ticks = {round(float(t), 6): lab.get_text() for t, lab in zip(*axis_ticks)}
+    centres = np.array([p.get_y() + p.get_height() / 2 if across else p.get_x() + p.get_width() / 2 for p in patches])
+    offsets = centres - np.round(centres)
+    # bars side by side (x - 0.2, x + 0.2) stand for the category at the whole number x: say that category
+    grouped = centres.size and np.ptp(offsets) < 1e-9 and 1e-9 < abs(offsets[0]) < 0.5
     said = []
-    for patch in patches[:MAX_BARS]:
-        centre = round(patch.get_y() + patch.get_height() / 2 if across else patch.get_x() + patch.get_width() / 2, 6)
-        where = ticks.get(centre) or number(centre)
+    for patch, centre in zip(patches[:MAX_BARS], centres):
+        position = round(float(np.round(centre) if grouped else centre), 6)
+        where = ticks.get(position) or number(position)
         said.append(f"{where} {number(patch.get_width() if across else patch.get_height())}")
     more = f"; {len(patches) - MAX_BARS} more" if len(patches) > MAX_BARS else ""
     heights = np.array([p.get_width() if across else p.get_height() for p in patches], dtype=float)

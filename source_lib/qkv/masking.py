@@ -9,6 +9,7 @@ import numpy as np
 
 from qkv.attention import self_attention
 from qkv.shapes import as_float_array, require, whole_number
+from qkv.tables import Table
 
 
 def _sequence_length(T):
@@ -79,13 +80,28 @@ def future_leaks(depends):
     return np.triu(np.asarray(depends, dtype=bool), k=1).any(axis=1)
 
 
-def mask_grid_text(mask, query_labels, key_labels=None):
-    # bool [n_q, n_k] -> str: the mask as a table of ✓ (may attend) and ✗ (hidden), rows are queries
+def _labelled_mask(mask, query_labels, key_labels):
+    # bool [n_q, n_k] and its labels, checked -> (mask, query labels, key labels)
     mask = np.asarray(mask, dtype=bool)
     require(mask.ndim == 2, f"mask must be [n_q, n_k]; got shape {mask.shape}")
     key_labels = query_labels if key_labels is None else key_labels
     require(len(query_labels) == mask.shape[0] and len(key_labels) == mask.shape[1],
             f"need {mask.shape[0]} query labels and {mask.shape[1]} key labels for a mask of shape {mask.shape}")
+    return mask, query_labels, key_labels
+
+
+def mask_table(mask, query_labels, key_labels=None, hidden="✗"):
+    # bool [n_q, n_k] -> qkv.tables.Table: ✓ (may attend) or `hidden` in each cell, a row per query, a header per key
+    # (issue 44: a screen reader reads each cell with its query and its key)
+    mask, query_labels, key_labels = _labelled_mask(mask, query_labels, key_labels)
+    return Table(["query \\ key", *key_labels], [[q, *("✓" if ok else hidden for ok in row)]
+                                                for q, row in zip(query_labels, mask)],
+                 caption=f"rows are queries, columns keys: ✓ may attend, {hidden} hidden")
+
+
+def mask_grid_text(mask, query_labels, key_labels=None):
+    # bool [n_q, n_k] -> str: the mask as a table of ✓ (may attend) and ✗ (hidden), rows are queries
+    mask, query_labels, key_labels = _labelled_mask(mask, query_labels, key_labels)
     width = max(len(str(label)) for label in list(query_labels) + list(key_labels)) + 1
     lines = [" " * width + "".join(f"{label:>{width}}" for label in key_labels)]
     for label, row in zip(query_labels, mask):

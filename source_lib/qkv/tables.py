@@ -37,7 +37,11 @@ class Table:
 
 def table(header, rows, caption=None, row_headers=True):
     """Show a table below the cell (IPython's display; printed as text outside a notebook); returns nothing."""
-    shown = Table(header, rows, caption, row_headers)
+    show(Table(header, rows, caption, row_headers))
+
+
+def show(shown):
+    """Show a Table below the cell, or print its text where IPython is missing; returns nothing."""
     try:
         from IPython.display import display
     except ImportError:

@@ -14,6 +14,7 @@ import numpy as np
 from qkv import attention as ref_attention, masking, probes
 from qkv.checking import Check, check_against, check_boolean, seal
 from qkv.checking.diagnosis import OVERFLOW, with_ordinary_magnitudes
+from qkv.tables import show
 # dependence_matrix's catalogue, confirmations and declaration live in lesson04_probe; re-exported for the
 # notebook's `check`, the hidden tests and the student edition, which read them here
 from qkv.checks.lesson04_probe import (  # noqa: F401
@@ -62,7 +63,7 @@ def causal_mask(student_causal_mask):
     for T in (5, 1, 3, np.int64(6)):  # a numpy integer is a whole number too
         check_boolean(student_causal_mask, masking.causal_mask, (T,), declared=CAUSAL_MASK)
     print("causal_mask: all visible checks passed.")
-    print(masking.mask_grid_text(student_causal_mask(5), WORDS))
+    show(masking.mask_table(student_causal_mask(5), WORDS))   # a real table (issue 44)
 
 
 # ---------------------------------------------------------------- masked_softmax
