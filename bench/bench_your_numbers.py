@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "autograde"))
 
 from qkv.your_numbers import POOLS, derive, question_params  # noqa: E402
 from qkv.your_numbers import shown_letter  # noqa: E402
-from qkv_autograde.reports.variant_rows import Grader, _fits, _suspects  # noqa: E402
+from qkv_autograde.reports.variant_rows import Grader, fitting_classmates  # noqa: E402
 from qkv_grading import expected_answer  # noqa: E402
 
 SALT = "qkv-2026-autumn"
@@ -91,8 +91,7 @@ def grading_overhead(class_size=1000):
         copied = {q: (v if not isinstance(v, str) else shown_letter(grader.params(keys[1], q)["order"], v))
                   for q, v in copied.items()}
         fit_cost = timed(lambda grader=grader, keys=keys, copied=copied:
-                         [_fits(grader, keys[0], other, copied) for other in _suspects(grader, keys[0], copied, keys)],
-                         20)
+                         fitting_classmates(grader, keys[0], copied, keys), 20)
         print(f"  {lesson}: numbers {derive_cost * 1e3:.2f} ms, answers-fit rows of a copier in a class of "
               f"{class_size}: {fit_cost * 1e3:.2f} ms")
     print("compare with bench/bench_class_grading.py's CPU seconds per submission (several seconds): the sum above "
