@@ -1,8 +1,9 @@
 """A5: the self-check variants are the same on every machine. tests/data/your_numbers_golden.jsonl (50 keys x every
 self-check question: the variant code, the parameters, the right answer) was written by tests/golden_your_numbers.py;
-today's derivation must write it byte for byte. It was also written under Python 3.12 and under other numpy minor
-versions, byte for byte the same (issue 43's closing note lists them), so a regrade on another machine gives the
-same numbers and the same expected answers."""
+today's derivation must write it byte for byte. Written by hand in throwaway environments (2026-12-06), it came out
+byte for byte the same under Python 3.11.7 with numpy 2.0.2, 2.1.3, 2.2.6, 2.3.5 and the pinned 2.4.6, and under
+Python 3.12.1 and 3.13.0 with numpy 2.4.6; numpy 1.26.4 differs in the last bit of 13 answers (its exp and log:
+np.log(10) = 2.3025850929940455, not 2.302585092994046), far inside every tolerance, so grades stay the same."""
 import pathlib
 
 import golden_your_numbers
