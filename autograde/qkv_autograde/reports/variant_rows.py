@@ -182,8 +182,10 @@ def class_rows(course_root, lesson, autograded="autograded"):
         total = len(grader.answers)
         if variant.get("unverified"):
             same = [shown(other) for other in holders[key] if other != student]
-            out.append({"name": UNVERIFIED, "detail": "no roster row names this submission (TRUST_TYPED_KEYS=1): "
-                                                      "graded for the key its notebook typed, which nothing verifies"
+            why = (f"submitted/{shown(student)}/{lesson} is gone and no roster row names {shown(student)}: graded "
+                   f"again from the staged copy for the numbers of that id" if variant.get("staged_only") else
+                   "no roster row names this submission (TRUST_TYPED_KEYS=1): graded for the key its notebook typed")
+            out.append({"name": UNVERIFIED, "detail": f"{why}, which nothing verifies"
                                                       + (f"; the same key as {', '.join(same)}" if same else "")})
         if not typed:
             out.append({"name": MISSING, "detail": "the your_key cell types no key; graded for the numbers of the "
