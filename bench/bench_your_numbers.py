@@ -5,8 +5,11 @@ grading with variants on adds per submission. Prints figures; asserts nothing (t
 
 - derivation: ms per question (the slowest question, the largest pool) and per student and lesson (A8: <= 1 ms per
   question);
-- spread (A1): distinct right answers per varied question (its pool), the expected number of coinciding right
-  answers for a random pair of students over the course's 28 self-checks, and P(a pair coincides on >= 10);
+- spread (A1): distinct right answers per varied question (drawn, of its pool's), the expected number of coinciding
+  right answers for a random pair of students over the course's 28 self-checks and its 13 numeric ones, and P(a pair
+  coincides on >= 10), in one line the closing note can quote;
+- copiers (A2): a class of 1,000 whose second half copies the first half: the share of copiers the fit analysis
+  names with their source, per lesson, and the share of the self-check points each keeps;
 - grading overhead: the grader's extra work per submission with variants on (the true key, the numbers of every
   varied question, the recorded answers, the report's rows for a class of 200), in CPU ms, beside the grading CPU
   per submission that bench/bench_class_grading.py measures (A8: <= +2%);
@@ -26,7 +29,7 @@ sys.path.insert(0, str(ROOT / "autograde"))
 
 from qkv.your_numbers import POOLS, derive, question_params  # noqa: E402
 from qkv.your_numbers import shown_letter  # noqa: E402
-from qkv_autograde.reports.variant_rows import Grader, _fits, _suspects  # noqa: E402
+from qkv_autograde.reports.variant_rows import Grader, fitting_classmates  # noqa: E402
 from qkv_grading import expected_answer  # noqa: E402
 
 SALT = "qkv-2026-autumn"
@@ -53,31 +56,63 @@ def derivation():
               f"{len(POOLS[lesson])} questions")
 
 
-def spread():
-    print("== spread over", len(KEYS), "keys")
-    expected, distribution = 0.0, [1.0]  # distribution[k]: P(k coinciding answers)
+def spread(keys=KEYS):
+    """A1's figures over `keys`: per varied question the distinct right answers drawn (of its pool's), the largest
+    share beside 2/V, the chance two students' right answers coincide; then the expected coincidences per pair over
+    the 28 self-checks and the 13 numeric ones, and P(a pair coincides on >= 10 of 28)."""
+    print("== spread (A1) over", len(keys), "keys, salt", SALT)
+    distribution = [1.0]  # distribution[k]: P(k coinciding answers)
+    expected = numeric = 0.0
     varied = 0
     for lesson, questions in POOLS.items():
         for q, pool in questions.items():
             counts = {}
-            for key in KEYS:
+            for key in keys:
                 p = json.dumps(question_params(lesson, q, key, SALT))
                 counts[p] = counts.get(p, 0) + 1
             if pool.names == ("order",):
                 same = 0.25  # the right option at the same letter
-                shown = "4 letters"
+                shown = f"choice, {len(counts)} of 24 orders drawn"
             else:
-                same = sum((n / len(KEYS)) ** 2 for n in counts.values())
-                shown = f"{len(pool.rows)} distinct answers, most common {max(counts.values()) / len(KEYS):.1%}"
-            print(f"  {lesson}/{q}: {shown}; P(two students coincide) {same:.3f}")
+                same = sum((n / len(keys)) ** 2 for n in counts.values())
+                numeric += same
+                shown = (f"{len(counts)} of {len(pool.rows)} distinct answers drawn, largest share "
+                         f"{max(counts.values()) / len(keys):.1%} (2/V = {2 / len(pool.rows):.1%})")
+            print(f"  {lesson}/{q}: {shown}; P(a pair coincides) {same:.3f}")
             expected += same
             varied += 1
             distribution = [a * (1 - same) + b * same for a, b in zip(distribution + [0], [0] + distribution)]
     fixed = TOTAL_SELF_CHECKS - varied  # memory_exponent: the same for everyone
     distribution = [0.0] * fixed + distribution
-    print(f"varied {varied} of {TOTAL_SELF_CHECKS}; expected coinciding right answers per pair: {expected:.2f} over "
-          f"the varied ones, {expected + fixed:.2f} over all {TOTAL_SELF_CHECKS} ({fixed} unvaried)")
-    print(f"P(pair coincides on >= 10 of {TOTAL_SELF_CHECKS}) = {sum(distribution[10:]):.4f}")
+    print(f"A1: expected coinciding right answers per pair {expected + fixed:.2f} of {TOTAL_SELF_CHECKS} "
+          f"({fixed} unvaried; design <= 6), {numeric:.2f} of the 13 numeric (design <= 1); "
+          f"P(pair coincides on >= 10 of {TOTAL_SELF_CHECKS}) = {sum(distribution[10:]):.3%} (design <= 1%)")
+
+
+def copiers(class_size=1000):
+    """A2's naming rates measured on many copiers: the second half of a class copies the first half's right answers
+    in every lesson; the share of copiers the fit analysis names with their source, per lesson, and the share of
+    the 28 self-check points each keeps."""
+    print(f"== copiers (A2): {class_size // 2} copiers in a class of {class_size}")
+    keys = KEYS[:class_size]
+    pairs = list(zip(keys[class_size // 2:], keys[:class_size // 2]))
+    kept = {copier: 0 for copier, _ in pairs}
+    start = time.process_time()
+    for lesson in POOLS:
+        grader = Grader(lesson, SALT)
+        named = 0
+        for copier, source in pairs:
+            answers = {}
+            for q, (correct, _) in grader.answers.items():
+                params = grader.params(source, q)
+                value = correct(params) if callable(correct) else correct
+                answers[q] = shown_letter(params["order"], value) if params and "order" in params else float(value)
+            named += source in [other for other, _ in fitting_classmates(grader, copier, answers, keys)]
+            kept[copier] += grader.score(copier, answers)
+        print(f"  {lesson}: {named / len(pairs):.1%} of copiers named with their source")
+    shares = sorted(k / TOTAL_SELF_CHECKS for k in kept.values())
+    print(f"A2: points kept per copier mean {sum(shares) / len(shares):.1%}, largest {shares[-1]:.1%}, over 35% "
+          f"{sum(s > 0.35 for s in shares) / len(shares):.1%} of copiers ({time.process_time() - start:.1f} CPU-s)")
 
 
 def grading_overhead(class_size=1000):
@@ -91,8 +126,7 @@ def grading_overhead(class_size=1000):
         copied = {q: (v if not isinstance(v, str) else shown_letter(grader.params(keys[1], q)["order"], v))
                   for q, v in copied.items()}
         fit_cost = timed(lambda grader=grader, keys=keys, copied=copied:
-                         [_fits(grader, keys[0], other, copied) for other in _suspects(grader, keys[0], copied, keys)],
-                         20)
+                         fitting_classmates(grader, keys[0], copied, keys), 20)
         print(f"  {lesson}: numbers {derive_cost * 1e3:.2f} ms, answers-fit rows of a copier in a class of "
               f"{class_size}: {fit_cost * 1e3:.2f} ms")
     print("compare with bench/bench_class_grading.py's CPU seconds per submission (several seconds): the sum above "
@@ -136,4 +170,5 @@ if __name__ == "__main__":
         sys.exit()
     derivation()
     spread()
+    copiers()
     grading_overhead()

@@ -110,9 +110,16 @@ def test_two_students_share_few_right_answers(plain_process):
     distribution = [1.0]  # distribution[k]: P(k coinciding answers)
     for p in same:
         distribution = [a * (1 - p) + b * p for a, b in zip(distribution + [0.0], [0.0] + distribution)]
+    measured = (f"A1 over {len(KEYS)} keys: expected coinciding right answers per pair {sum(same):.2f} of "
+                f"{SELF_CHECKS}, {numeric:.2f} of the 13 numeric; P(pair coincides on >= 10 of {SELF_CHECKS}) = "
+                f"{sum(distribution[10:]):.3%}")
+    distinct = ", ".join(f"{q} {len(_shares(lesson, q))}" for lesson, q in varied_questions()
+                         if POOLS[lesson][q].names != ("order",))
+    # the closing note's figures (pytest -s; per question: bench/bench_your_numbers.py)
+    print(f"\n{measured}\nA1 distinct right answers drawn per numeric question: {distinct}")
     assert SELF_CHECKS - len(varied_questions()) == 1  # every question varies but memory_exponent
-    assert numeric <= 1.0 and sum(same) <= 6.0, (numeric, sum(same))
-    assert sum(distribution[10:]) <= 0.01, sum(distribution[10:])
+    assert numeric <= 1.0 and sum(same) <= 6.0, measured
+    assert sum(distribution[10:]) <= 0.01, measured
 
 
 def test_retiring_a_variant_moves_only_the_students_who_had_it(monkeypatch):

@@ -87,6 +87,14 @@ def key_of(roster, record, student, lesson):
     return normalise_key(student), _field(record or {}, "name")
 
 
+def key_of_id(roster, student, lesson):
+    """(true key, name) of the roster's row for the LMS id `student` when no intake record says which LMS it came
+    from (a submission graded again from .staged/ after its submitted/ folder went): its Canvas row or its Moodle
+    row of `lesson`; None when no row, or both, name it."""
+    rows = [row for row in (roster.get(("canvas", "", student)), roster.get(("moodle", lesson, student))) if row]
+    return rows[0] if len(rows) == 1 else None
+
+
 def main(argv=None):
     lesson, export = (argv or sys.argv[1:])[:2]
     try:

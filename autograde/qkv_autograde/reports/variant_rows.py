@@ -7,9 +7,10 @@ and the answers as plain data, written by the grader), never from the notebook's
   student's key; with the score the answers would get for the typed key beside the one they got;
 - "variant key unverified": no roster row named the submission's login (make grade TRUST_TYPED_KEYS=1), so it was
   graded for the key it typed; with the classmates whose submissions typed the same key;
-- "answers fit a classmate's variant": answers wrong for the student's own numbers and right for one classmate's,
-  neither a catalogued mistake of the student's own numbers nor the canonical (published) answer: at least 2
-  numeric questions, or 1 numeric and 2 choice questions. The classmate and the questions are named.
+- "answers fit a classmate's variant": answers wrong for the student's own numbers and right for one classmate's:
+  at least 1 numeric question that neither a catalogued mistake of the student's own numbers nor the canonical
+  (published) answer explains, and 1 more numeric question (explained or not) or 2 choice questions. The classmate
+  and the questions are named.
 """
 import bisect
 import glob
@@ -137,6 +138,30 @@ def _suspects(grader, key, answers, keys):
     return sorted(found)
 
 
+def _explained_fits(grader, mine, theirs_key, answers):
+    """The numeric questions where `answers` are wrong for `mine` and right for `theirs_key`, yet an honest mistake
+    of `mine` too (a catalogued mistake, the canonical answer): alone they accuse nobody; beside a fit they count."""
+    return [name for name, value in answers.items() if name in grader.varied and grader.is_numeric(name)
+            and not grader.right(mine, name, value) and grader.right(theirs_key, name, value)
+            and grader.honest_wrong(mine, name, value)]
+
+
+def fitting_classmates(grader, key, answers, keys):
+    """[(classmate's key, the questions their numbers fit)] for the answers of the student graded for `key`, among
+    the class's `keys`: at least 1 numeric question no honest mistake explains, and 1 more numeric question
+    (explained or not) or 2 choice questions. A pool row's right answer can be another row's catalogued mistake
+    (a factor 2 between two rows: "K only", "32-bit floats"), so a copied number is often explained; two numbers
+    that both fit one classmate, one of them unexplained, are not an honest student's chance."""
+    found = []
+    for other_key in _suspects(grader, key, answers, keys):
+        fits = _fits(grader, key, other_key, answers)
+        numeric = sum(grader.is_numeric(name) for name in fits)
+        explained = _explained_fits(grader, key, other_key, answers)
+        if numeric >= 1 and (numeric + len(explained) >= 2 or len(fits) - numeric >= 2):
+            found.append((other_key, sorted(fits + explained)))
+    return found
+
+
 def class_rows(course_root, lesson, autograded="autograded"):
     """{student: [anomaly]} for the variant rows above."""
     submissions = _submissions(course_root, lesson, autograded)
@@ -157,8 +182,10 @@ def class_rows(course_root, lesson, autograded="autograded"):
         total = len(grader.answers)
         if variant.get("unverified"):
             same = [shown(other) for other in holders[key] if other != student]
-            out.append({"name": UNVERIFIED, "detail": "no roster row names this submission (TRUST_TYPED_KEYS=1): "
-                                                      "graded for the key its notebook typed, which nothing verifies"
+            why = (f"submitted/{shown(student)}/{lesson} is gone and no roster row names {shown(student)}: graded "
+                   f"again from the staged copy for the numbers of that id" if variant.get("staged_only") else
+                   "no roster row names this submission (TRUST_TYPED_KEYS=1): graded for the key its notebook typed")
+            out.append({"name": UNVERIFIED, "detail": f"{why}, which nothing verifies"
                                                       + (f"; the same key as {', '.join(same)}" if same else "")})
         if not typed:
             out.append({"name": MISSING, "detail": "the your_key cell types no key; graded for the numbers of the "
@@ -173,13 +200,9 @@ def class_rows(course_root, lesson, autograded="autograded"):
             out.append({"name": DIFFERS, "detail": f"{kind}; for the typed key the answers would score "
                                                    f"{grader.score(typed, answers)}/{total}, for the submission's "
                                                    f"own {grader.score(key, answers)}/{total}"})
-        for other_key in _suspects(grader, key, answers, keys):
-            other = keys[other_key]
-            fits = _fits(grader, key, other_key, answers)
-            numeric = sum(grader.is_numeric(name) for name in fits)
-            if numeric >= 2 or (numeric >= 1 and len(fits) - numeric >= 2):
-                out.append({"name": FITS, "detail": f"{name_of_key.get(other_key, other)}'s numbers fit "
-                                                    f"{', '.join(sorted(fits))}, wrong for this student's own"})
+        for other_key, fits in fitting_classmates(grader, key, answers, keys):
+            out.append({"name": FITS, "detail": f"{name_of_key.get(other_key, keys[other_key])}'s numbers fit "
+                                                f"{', '.join(sorted(fits))}, wrong for this student's own"})
     for student, found in _history(course_root, lesson, submissions, graders).items():
         rows.setdefault(student, []).extend(found)
     return {student: found for student, found in rows.items() if found}
