@@ -89,14 +89,15 @@ def _differ(grader, copier, source, numeric_only):
 
 
 def test_the_fit_analysis_names_the_source_of_nearly_every_copier(graders, copied):
-    # A2: >= 90% of copiers in lessons 02-07, >= 50% in 01. Two lessons cannot reach it whatever the class: lesson
-    # 07 (2 numeric questions of 13 and 16 variants, 1 choice) is named only when both its numbers differ, P = 0.865;
-    # lesson 01 (1 numeric question, 2 choices) only when both copied letters are wrong too, P = 9/16 = 0.56. There
-    # the test holds the rule's reach: every copier whose variants differ where the rule needs them to is named
+    # A2: >= 90% of copiers in lessons 02-07, >= 50% in 01. Lesson 07 (2 numeric questions, 1 choice) is named only
+    # when both its numbers differ: its pools of 31 rows make that P = (30/31)^2 = 0.94 (13 and 16 rows gave 0.865).
+    # Lesson 01 (1 numeric question, 2 choices) cannot reach it whatever the class: named only when both copied
+    # letters are wrong too, P = 9/16 = 0.56. There and in 07 the test holds the rule's reach as well: every copier
+    # whose variants differ where the rule needs them to is named
     named = {lesson: [c for c, lessons in copied.items() if COPIERS[c] in lessons[lesson][2]] for lesson in LESSONS}
     print("\nA2 copiers named with their source by 'answers fit a classmate's variant':",
           ", ".join(f"{lesson[:2]}: {len(found) / len(COPIERS):.0%}" for lesson, found in named.items()))
-    assert all(len(named[lesson]) >= 0.9 * len(COPIERS) for lesson in LESSONS[1:-1]), named
+    assert all(len(named[lesson]) >= 0.9 * len(COPIERS) for lesson in LESSONS[1:]), named
     for lesson, numeric_only in (("07-cost", True), ("01-lookup", False)):
         reach = [c for c, s in COPIERS.items() if _differ(graders[lesson], c, s, numeric_only)]
         assert reach and set(reach) <= set(named[lesson]), (lesson, reach, named[lesson])

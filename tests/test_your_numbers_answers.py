@@ -127,3 +127,17 @@ def test_a_wrong_answer_right_for_the_typed_key_says_so_naming_no_key_and_no_ans
     with variant_of("jsmith", term, typed="jsmith"), pytest.raises(Hint) as caught:
         module.answer("variance_at_128", typed_d_k)
     assert "login typed" not in str(caught.value)  # the typed key is the true one: nothing to say
+
+
+@pytest.mark.parametrize("name", ["context_growth", "smollm2_cache_mib"])
+def test_no_lesson_07_row_s_right_answer_is_another_row_s_catalogued_mistake(name):
+    # lesson 07 has 2 numeric questions and 1 choice: a copier is named only when both copied numbers fit the
+    # source, one of them unexplained; a right answer that is another row's catalogued mistake is explained, so its
+    # pools keep every row's right answer clear of every other row's mistakes (A2, issue 43)
+    _, tolerance = hidden("07-cost").ANSWERS[name]
+    members = rows("07-cost", name)
+    for mine, theirs in ((a, b) for a in members for b in members if a != b):
+        right = expected_answer("07-cost", name, hidden("07-cost").ANSWERS, theirs)
+        for what, mistake in MISTAKES[name]:
+            wrong = mistake(mine)
+            assert wrong is None or not is_right(right, wrong, tolerance), f"{theirs}'s answer is {mine}'s {what}"

@@ -124,14 +124,25 @@ POOLS = {
         "ablation_outcome": CHOICE,
     },
     "07-cost": {
+        # 31 rows each, so that two students' numbers differ on both numeric questions with P = (30/31)^2 = 0.94 and
+        # a copier is named (A2). No row's right answer lies within 2 tolerances of another's or of a catalogued
+        # mistake of another row (the linear ratio, the cubed one, the difference; half, double, triple, MB): such
+        # an answer would be an honest mistake, and a copier who copied it would not be named. Ratios from
+        # 1.25 to 64, whole or in quarters, so that their squares are exact in binary floats
         "context_growth": Pool(("n_old", "n_new"), (
-            (2048, 8192), (512, 768), (1024, 2048), (2048, 5120), (4096, 12288), (512, 2560), (1024, 6144), (2048,
-            16384), (4096, 40960), (512, 6144), (1024, 16384), (2048, 40960), (4096, 131072)
+            (2048, 8192), (512, 768), (2048, 5120), (4096, 12288), (512, 2560), (1024, 6144), (4096, 40960), (512,
+            6144), (2048, 40960), (4096, 131072), (8192, 10240), (4096, 7168), (2048, 7168), (4096, 28672), (1024,
+            14336), (1024, 24576), (512, 20480), (2048, 98304), (1024, 65536), (4096, 11264), (4096, 13312), (2048,
+            7680), (2048, 9216), (1024, 5632), (2048, 13312), (1024, 7680), (1024, 11264), (1024, 13312), (1024, 15360),
+            (1024, 18432), (512, 14336)
         )),
         "more_important_reason": CHOICE,
+        # one sequence within SmolLM2's context (8,192): multiples of 128 from 8,192 down to 512, each kept unless
+        # it clashes with one already kept as above (4,096 is half of 8,192: "K only" of the canonical row)
         "smollm2_cache_mib": Pool(("T",), (
-            (8192,), (1024,), (2048,), (3072,), (4096,), (5120,), (6144,), (7168,), (9216,), (10240,), (11264,),
-            (12288,), (13312,), (14336,), (15360,), (16384,)
+            (8192,), (512,), (640,), (768,), (896,), (1152,), (1664,), (2048,), (2560,), (2816,), (3072,), (3840,),
+            (4224,), (4352,), (4736,), (4864,), (5248,), (5376,), (5760,), (5888,), (6272,), (6400,), (6528,), (6656,),
+            (6784,), (6912,), (7168,), (7296,), (7424,), (7936,), (8064,)
         )),
     },
 }
