@@ -151,7 +151,15 @@ def twin_attention_weights_by_gqa(Q, K, mask=None):
 ''', {"twin_attention_by_gqa": "attention", "twin_attention_by_chunks": "attention",
       "twin_attention_weights_by_gqa": "attention_weights"}),
     "03": ("", {}),  # nothing named by the issues: the probe's candidates and the stubs pasted above
-    "04": ("", {}),
+    "04": ('''
+import qkv.checks.lesson04_probe
+
+
+def twin_dependence_matrix_by_signed_change(attend, X, delta=1.0, tol=1e-9):
+    # issue 41: lesson 04's catalogued signed change, on attend and on its negation: a rise or a fall beyond tol
+    signed = qkv.checks.lesson04_probe._signed_change
+    return signed(attend, X, delta, tol) | signed(lambda x: -np.asarray(attend(x), dtype=float), X, delta, tol)
+''', {"twin_dependence_matrix_by_signed_change": "dependence_matrix"}),
     "05": ('''
 import qkv.checks.lesson05
 
@@ -424,6 +432,10 @@ def test_the_twins_are_twins_with_the_full_library():
     for twin in ("twin_attention_step_by_own_attention", "twin_attention_step_by_timed_attention"):
         with pytest.raises(NotTheModelsAttention, match="only inside model.forward"):
             twins[twin](q, k, v)
+    from qkv.checks.lesson04_probe import dependence_confirmations
+    for (attend, X), _ in dependence_confirmations():
+        np.testing.assert_array_equal(twins["twin_dependence_matrix_by_signed_change"](attend, X),
+                                      masking.dependence_matrix(attend, X))
     X, W = rng.normal(size=(5, 6)), [rng.normal(size=(6, 6)) for _ in range(4)]
     np.testing.assert_allclose(twins["twin_mha_by_mistake_engine"](X, *W, 3, masking.causal_mask(5)),
                                heads.multi_head_attention(X, *W, 3, masking.causal_mask(5)))

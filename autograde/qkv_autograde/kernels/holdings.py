@@ -43,7 +43,10 @@ TWINS = {
     "04-masking": ("qkv.checks.lesson04._tril",
                    # the padding catalogue's real keys [B, T] and its queries-hidden mask: padding_mask behind a
                    # broadcast, and behind a transpose
-                   "qkv.checks.lesson04._real_keys", "qkv.checks.lesson04._rows_not_columns"),
+                   "qkv.checks.lesson04._real_keys", "qkv.checks.lesson04._rows_not_columns",
+                   # the probe catalogue's signed change: dependence_matrix but for an abs (called on attend and on
+                   # its negation, the two or-ed are the answer)
+                   "qkv.checks.lesson04_probe._signed_change"),
     "05-heads": ("qkv.checks.lesson05._gqa", "qkv.checks.lesson05._mha"),
     "06-sinks": ("qkv.checks.lesson06._norms", "qkv.checks.lesson06._window", "qkv.checks.lesson06._induction",
                  # the diagonal and previous-token scores: each exercise's catalogue holds the other's answer
