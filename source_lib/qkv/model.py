@@ -16,7 +16,7 @@ The same model with a key/value cache, one new token at a time, is `qkv.kv_cache
 Its attention (layer_attention, a whole layer's from its input x) is built from lessons 01-04's functions
 (qkv.attention.attention_weights), never a copy of them: the lessons that run the model (05-07) come after those
 are handed out, and in an earlier week the model runs through their stubs (issue 41). A lesson plugs its own
-attention in with `attention=`.
+attention in with `attention=`; a wrapper of the model's own wraps own_attention (qkv.own_attention says why).
 
     python -m qkv.model          # fetch the GGUF if needed and build its float32 cache (make model)
 """
