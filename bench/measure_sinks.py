@@ -22,7 +22,6 @@ import time
 import numpy as np
 
 from qkv import model, plots, sinks
-from qkv.heads import grouped_query_attention
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "solutions" / "06-sinks" / "06-sinks.ipynb"
@@ -66,7 +65,7 @@ def weight_vs_contribution(m, c, ids, run):
 
     def recording(q, k, v, mask):
         recorded.append(v)
-        return grouped_query_attention(q, k, v, mask)
+        return model.own_attention(q, k, v, mask)   # the model's own, on the layer it is computing
 
     model.forward(m, ids, attention=recording)
     group, T = c.n_heads // c.n_kv_heads, len(ids)
@@ -174,7 +173,7 @@ def head_patterns(m, c, run):
         print(f"top {name} heads: " + ", ".join(f"L{l}.H{h} {scores[l, h]:.2f}" for l, h in sinks.top_heads(scores, 4)))
 
     def second_copy_loss(heads):
-        logits = model.forward(m, repeated, attention=sinks.ablate_heads(grouped_query_attention, heads),
+        logits = model.forward(m, repeated, attention=sinks.ablate_heads(model.own_attention, heads),
                                attention_takes_layer=True).logits
         return float(np.log(sinks.perplexity(logits[period:], repeated[period:])))
 

@@ -16,8 +16,10 @@ function of an open lesson:
   lesson 06 in that week) and as qkv.attention.masked_softmax(x, None); lesson 02's attention through lessons 05's
   and 07's functions; lesson 07's chunked attentions written as calls of the handouts' full attention, and through
   the reference's own online-softmax step and lesson 07's own mistake engine.
-Nothing may pass, except what the one declaration of what a student holds names (holdings.NEEDED_BY): lesson 05's
-grouped-query attention, which lesson 06 runs SmolLM2 through, answers lesson 07's attention_step in week 07.
+Nothing may pass, except what the one declaration of what a student holds names (holdings.NEEDED_BY), which names
+nothing now: lesson 05's grouped-query attention, which answers lesson 07's attention_step in one call, shipped in
+weeks 06 and 07 while lesson 06 ran SmolLM2 through it; lesson 06 ablates the model's own attention now
+(qkv.model.own_attention, which answers only inside the model's forward pass), and weeks 06 and 07 withhold it.
 
 What this found, and where it is withheld now (qkv_edition.library): the engines of the checks' catalogues of
 mistakes, whose defaults are the answer (lesson 02's _raw, under dot_scores and the entries of scaled_scores and
@@ -60,15 +62,14 @@ if not sandbox.bwrap_works() and not os.environ.get("CI"):
     # the candidates, the edition's own functions called with the hidden tests' data, run in a sandboxed kernel
     pytest.skip("the probe's kernel is sandboxed with bubblewrap (make sandbox)", allow_module_level=True)
 
-# What passes and the one declaration allows (qkv_autograde.kernels.holdings.NEEDED_BY): lesson 05's grouped-query
-# attention, which lesson 06's notebook runs SmolLM2 through, ships in week 07 and answers lesson 07's attention_step
-# (a one-query grouped-query attention), alone or called by a student's function. Nothing else, handouts included:
-# its checks' engine `_gqa` and the catalogue entries built on it are stubs in week 07 (issue 41).
+# What passes and the one declaration allows (qkv_autograde.kernels.holdings.NEEDED_BY: each twin a released lesson
+# needs, on lesson 07's attention_step). Nothing, since lesson 06 ablates
+# SmolLM2's own attention rather than lesson 05's grouped-query attention, which in week 07 is lesson 07's
+# attention_step in one call (issue 41); its checks' engine `_gqa` and the catalogue entries built on it are stubs
+# in week 07 too.
 _STEP = ("07-cost", "attention_step")
 _GENERATION = ("07-cost", "generation_with_cache as attention_step")
-ALLOWED = {probe.Passing(candidate, *exercise)
-           for candidate in ("qkv.heads.grouped_query_attention", "pasted.twin_attention_step_by_gqa")
-           for exercise in (_STEP, _GENERATION)}
+ALLOWED = {probe.Passing(dotted, *exercise) for dotted in holdings.NEEDED_BY for exercise in (_STEP, _GENERATION)}
 
 
 # ---------------------------------------------------------------- what a student pastes
@@ -150,7 +151,15 @@ def twin_attention_weights_by_gqa(Q, K, mask=None):
 ''', {"twin_attention_by_gqa": "attention", "twin_attention_by_chunks": "attention",
       "twin_attention_weights_by_gqa": "attention_weights"}),
     "03": ("", {}),  # nothing named by the issues: the probe's candidates and the stubs pasted above
-    "04": ("", {}),
+    "04": ('''
+import qkv.checks.lesson04_probe
+
+
+def twin_dependence_matrix_by_signed_change(attend, X, delta=1.0, tol=1e-9):
+    # issue 41: lesson 04's catalogued signed change, on attend and on its negation: a rise or a fall beyond tol
+    signed = qkv.checks.lesson04_probe._signed_change
+    return signed(attend, X, delta, tol) | signed(lambda x: -np.asarray(attend(x), dtype=float), X, delta, tol)
+''', {"twin_dependence_matrix_by_signed_change": "dependence_matrix"}),
     "05": ('''
 import qkv.checks.lesson05
 
@@ -177,8 +186,19 @@ import qkv.masking
 
 
 def twin_attention_step_by_gqa(q_new, k_cache, v_cache):
-    # lesson 05's grouped-query attention (a handout lesson 06 needs: holdings.NEEDED_BY)
+    # lesson 05's grouped-query attention (a handout that lesson 06 needed until issue 41)
     return qkv.heads.grouped_query_attention(q_new, k_cache, v_cache)
+
+
+def twin_attention_step_by_own_attention(q_new, k_cache, v_cache):
+    # issue 41: the model's own attention handed to lesson 06's ablate_heads, here called on the student's arrays
+    import qkv.model
+    return qkv.model.own_attention(q_new, k_cache, v_cache, None)
+
+
+def twin_attention_step_by_timed_attention(q_new, k_cache, v_cache):
+    # issue 41: the attention layer_seconds times step by step, made by a call (the probe lists no factory's result)
+    return qkv.cost._timed_attention({})(q_new, k_cache, v_cache, None)
 
 
 def twin_attention_step_by_gqa_engine(q_new, k_cache, v_cache):
@@ -213,6 +233,8 @@ def twin_causal_chunked_attention_by_mistake_engine(Q, K, V, chunk):
     return (qkv.checks.lesson07_chunked._online(Q, K, V, chunk, causal=True),
             qkv.cost.causal_block_counts(len(Q), chunk)[0])
 ''', {"twin_attention_step_by_gqa": "attention_step", "twin_attention_step_by_gqa_engine": "attention_step",
+      "twin_attention_step_by_own_attention": "attention_step",
+      "twin_attention_step_by_timed_attention": "attention_step",
       "twin_chunked_attention_by_full_attention": "chunked_attention",
       "twin_causal_chunked_attention_by_full_attention": "causal_chunked_attention",
       "twin_chunked_attention_by_online_update": "chunked_attention",
@@ -320,19 +342,23 @@ def test_each_pasted_function_fits_the_exercise_it_stands_for(week):
 
 
 def test_what_passes_by_the_declarations_leave_is_what_it_names(week):
-    """The allowance is the declaration's (holdings.NEEDED_BY), read against the week: it holds only while lesson 06,
-    which needs it, is released, and the grader's kernel for lesson 07 withholds it. Lesson 05's checks' engine, which
-    issue 33 allowed too, passes no more (issue 41)."""
+    """The allowance is the declaration's (holdings.NEEDED_BY), read against the week: it holds only while the lesson
+    that needs it is released, and the grader's kernel of the lesson it answers withholds it. It is empty since issue
+    41: in week 07 lesson 05's grouped-query attention (alone, called by a student or through its checks' engine),
+    SmolLM2's own attention called on the student's arrays and the attention layer_seconds times pass no more."""
     name, _, _, _, report = week
     released, handouts = WEEKS[name]
     for passing in report.passing:
-        dotted = "qkv.heads.grouped_query_attention"
-        assert passing in ALLOWED and dotted in holdings.NEEDED_BY, passing
-        assert set(holdings.NEEDED_BY[dotted]) <= set(released), passing
-        assert dotted in kernel_view.withheld_while_graded(passing.lesson), passing
+        assert passing in ALLOWED, passing
+        assert set(holdings.NEEDED_BY[passing.candidate]) <= set(released), passing
+        assert passing.candidate in kernel_view.withheld_while_graded(passing.lesson), passing
     if name == "07":
-        assert probe.Passing("qkv.heads.grouped_query_attention", *_STEP) in report.passing  # not stale
-        for candidate in ("qkv.checks.lesson05._gqa", "pasted.twin_attention_step_by_gqa_engine",
+        assert not holdings.NEEDED_BY and not report.passing, report.passing
+        assert report.tried["07-cost attention_step"] > 0, report.tried
+        for candidate in ("qkv.heads.grouped_query_attention", "qkv.checks.lesson05._gqa",
+                          "pasted.twin_attention_step_by_gqa", "pasted.twin_attention_step_by_gqa_engine",
+                          "pasted.twin_attention_step_by_own_attention",
+                          "pasted.twin_attention_step_by_timed_attention",
                           "qkv.checks.lesson05.GROUPED_QUERY_ATTENTION_MISTAKES[4][0]"):
             assert probe.Passing(candidate, *_STEP) not in report.passing, candidate
 
@@ -401,6 +427,15 @@ def test_the_twins_are_twins_with_the_full_library():
     q, k, v = rng.normal(size=(6, 1, 4)), rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 4))
     for twin in ("twin_attention_step_by_gqa", "twin_attention_step_by_gqa_engine"):
         np.testing.assert_allclose(twins[twin](q, k, v), cost.attention_step(q, k, v), err_msg=twin)
+    # issue 41: the model's own attention, and the one layer_seconds times, answer only inside the model's forward
+    from qkv.own_attention import NotTheModelsAttention
+    for twin in ("twin_attention_step_by_own_attention", "twin_attention_step_by_timed_attention"):
+        with pytest.raises(NotTheModelsAttention, match="only inside model.forward"):
+            twins[twin](q, k, v)
+    from qkv.checks.lesson04_probe import dependence_confirmations
+    for (attend, X), _ in dependence_confirmations():
+        np.testing.assert_array_equal(twins["twin_dependence_matrix_by_signed_change"](attend, X),
+                                      masking.dependence_matrix(attend, X))
     X, W = rng.normal(size=(5, 6)), [rng.normal(size=(6, 6)) for _ in range(4)]
     np.testing.assert_allclose(twins["twin_mha_by_mistake_engine"](X, *W, 3, masking.causal_mask(5)),
                                heads.multi_head_attention(X, *W, 3, masking.causal_mask(5)))

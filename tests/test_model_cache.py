@@ -19,6 +19,7 @@ import threadpoolctl
 from qkv import model as M
 from qkv import fill_model_cache, model_cache
 from qkv.heads import grouped_query_attention
+from qkv.own_attention import NotTheModelsAttention
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "The capital of France is"
@@ -138,7 +139,8 @@ def test_a_students_attention_is_never_answered_from_the_cache(smol, results):
     ids = M.encode(smol, PROMPT)
     M.forward(smol, ids)
     M.forward(smol, ids, attention=grouped_query_attention)  # qkv's own, passed by name: a hit
-    assert kinds(log) == ["miss", "write", "hit"]
+    M.forward(smol, ids, attention=M.own_attention)  # the model's own, for wrappers (issue 41): a hit
+    assert kinds(log) == ["miss", "write", "hit", "hit"]
     log.clear()
 
     def mine(q, k, v, mask):  # the same numbers, but the student's function
@@ -154,6 +156,12 @@ def test_a_students_attention_is_never_answered_from_the_cache(smol, results):
     assert log == []
     reference = M.forward(smol, ids).logits
     assert not np.array_equal(M.forward(smol, ids, attention=off_by_a_bit).logits, reference)
+    # a wrapper of the model's own attention computes (uncached) the very numbers; on arrays of its own it refuses
+    log.clear()
+    wrapped = M.forward(smol, ids, attention=lambda q, k, v, mask: M.own_attention(q.astype(float), k, v, mask))
+    assert np.array_equal(wrapped.logits, reference) and log == []
+    with pytest.raises(NotTheModelsAttention):
+        M.forward(smol, ids, attention=lambda q, k, v, mask: M.own_attention(q * 2, k, v, mask))
 
 
 def test_the_weights_cannot_be_changed_in_place(smol):

@@ -26,7 +26,8 @@ What a withheld function is given, lesson by lesson (a call qkv.wire_codec canno
   function or answer (the extra checks that read the student's answer are numpy only);
 - callables are qkv functions or partials of them, keyed by name: lesson 04's dependence_matrix gets
   qkv.probes.mixed_readout partials, lesson 06's occlusion_effects qkv.sinks.toy_*_logprob partials, its ablation
-  check qkv.heads.grouped_query_attention (a handout by then);
+  check qkv.sinks.stand_in_attention (not lesson 05's grouped_query_attention, lesson 07's attention_step on one
+  query);
 - the student's functions that run inside SmolLM2 (lesson 05's smollm2, lesson 07's generation_with_cache) are
   given to qkv.model.forward and qkv.kv_cache.generate_with_cache, which are not withheld, and the reference run
   they are compared with uses the model's own attention, not a withheld function: nothing of the model is recorded.

@@ -19,6 +19,7 @@ import numpy as np
 from qkv.attention import attention, masked_softmax, scaled_scores
 from qkv.heads import attention_flops, attention_parameter_count, grouped_query_attention, repeat_kv_heads
 from qkv.masking import causal_mask
+from qkv.own_attention import require_models_own
 from qkv.shapes import as_float_array, require, whole_number
 
 
@@ -336,10 +337,13 @@ def causal_chunked_attention(Q, K, V, chunk):
 # ---------------------------------------------------------------- the whole model
 
 def _timed_attention(parts):
-    """grouped_query_attention(q, k, v, mask), step by step as qkv.attention computes it, each step's seconds
-    written into `parts`: the two products a FLOP count charges, and the mask and softmax it does not."""
+    """The model's own attention (qkv.model.own_attention), step by step as qkv.attention computes it, each step's
+    seconds written into `parts`: the two products a FLOP count charges, and the mask and softmax it does not. Like
+    own_attention it answers only the q, k, v and mask of the layer the model is computing (issue 41: on any inputs
+    it would be lesson 07's attention_step, for anyone who calls _timed_attention({}))."""
     def attention_in_parts(q, k, v, mask):
         # [H_q, T, d], [H_kv, T, d], [H_kv, T, d], bool [T, T] -> [H_q, T, d]
+        require_models_own(q, k, v, mask)
         k, v = repeat_kv_heads(k, q.shape[0]), repeat_kv_heads(v, q.shape[0])
         start = time.perf_counter()
         scores = scaled_scores(q, k)                          # [H_q, T, T]

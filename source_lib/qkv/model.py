@@ -16,7 +16,7 @@ The same model with a key/value cache, one new token at a time, is `qkv.kv_cache
 Its attention (layer_attention, a whole layer's from its input x) is built from lessons 01-04's functions
 (qkv.attention.attention_weights), never a copy of them: the lessons that run the model (05-07) come after those
 are handed out, and in an earlier week the model runs through their stubs (issue 41). A lesson plugs its own
-attention in with `attention=`.
+attention in with `attention=`; a wrapper of the model's own wraps own_attention (qkv.own_attention says why).
 
     python -m qkv.model          # fetch the GGUF if needed and build its float32 cache (make model)
 """
@@ -36,6 +36,7 @@ from tokenizers import Tokenizer
 from qkv import fetch, gguf_weights, model_cache
 from qkv.attention import attention_weights
 from qkv.fetch import GGUF_SHA256, is_verified, model_path
+from qkv.own_attention import own_attention, running  # noqa: F401 - own_attention is qkv.model.own_attention
 from qkv.shapes import boolean_mask, require, token_ids, whole_number
 
 
@@ -144,19 +145,21 @@ def attention_inputs(x, layer, config, cos, sin):
     return q, k, v
 
 
-def layer_attention(x, layer, config, cos, sin, mask=None, grow=None, return_weights=False):
+def layer_attention(x, layer, config, cos, sin, mask=None, grow=None, return_weights=False, heads=False):
     # x [n, d_model], the n newest tokens (at cos and sin's positions) -> out [n, d_model], weights [H_q, n, T] or
     # None: the model's own attention sub-block. grow(k, v) -> (k, v) [H_kv, T, d_head] adds the earlier tokens'
     # keys and values (a KV cache), or None: these n tokens alone; mask bool [n, T], or None: causal. The weights are
     # the lessons' own attention_weights (no copy of softmax here: in a week where one is open, it runs its stub);
-    # query heads that share a key/value head sit side by side, q [H_kv, group, n, d_head], and read it by broadcasting
+    # query heads that share a key/value head sit side by side, q [H_kv, group, n, d_head], and read it by broadcasting.
+    # heads=True: out is every head's output before W_o, [H_q, n, d_head] (what own_attention hands a wrapper)
     q, k, v = attention_inputs(x, layer, config, cos, sin)
     k, v = (k, v) if grow is None else grow(k, v)
     n, (n_kv, T, d) = len(x), k.shape
     mask = np.tri(n, T, T - n, dtype=bool) if mask is None else mask      # query i sits at position T - n + i
     weights = attention_weights(q.reshape(n_kv, -1, n, d), k[:, None], mask)   # [H_kv, group, n, T]
-    out = (weights @ v[:, None]).reshape(-1, n, d).transpose(1, 0, 2).reshape(n, -1)   # heads side by side
-    return out @ layer.W_o, weights.reshape(-1, n, T) if return_weights else None
+    out = (weights @ v[:, None]).reshape(-1, n, d)                             # [H_q, n, d_head]
+    out = out if heads else out.transpose(1, 0, 2).reshape(n, -1) @ layer.W_o  # heads side by side, then W_o
+    return out, weights.reshape(-1, n, T) if return_weights else None
 
 
 def attention_block(x, layer, config, cos, sin, mask, attention=None, return_weights=False):
@@ -165,7 +168,8 @@ def attention_block(x, layer, config, cos, sin, mask, attention=None, return_wei
     if attention is None:
         return layer_attention(x, layer, config, cos, sin, mask, return_weights=return_weights)
     q, k, v = attention_inputs(x, layer, config, cos, sin)
-    out = np.asarray(attention(q, k, v, mask))
+    with running(functools.partial(layer_attention, x, layer, config, cos, sin, mask, heads=True), q, k, v, mask):
+        out = np.asarray(attention(q, k, v, mask))
     if out.shape != q.shape:
         raise ValueError(f"attention(q {q.shape}, k {k.shape}, v {v.shape}, mask {np.shape(mask)}) "
                          f"must return {q.shape}; got {out.shape}")
@@ -387,9 +391,9 @@ def main() -> int:
 
 
 # The functions forward runs through, as imported: a notebook that replaces one computes with its own, uncached
-# (heads, attention, masking: forward(..., attention=qkv.heads.grouped_query_attention) is cached too).
+# (forward(..., attention=own_attention), or qkv.heads.grouped_query_attention, is cached too).
 model_cache.watch(*(importlib.import_module(f"qkv.{name}")
-                    for name in ("model", "heads", "attention", "masking", "shapes")))
+                    for name in ("model", "own_attention", "heads", "attention", "masking", "shapes")))
 
 
 if __name__ == "__main__":

@@ -7,11 +7,13 @@ every run. `qkv.model.forward` looks each call up here first and computes only o
     forward(model, ids, ...)  ->  key = hash(code, weights, BLAS, ids, mask, options)  ->  read(key) or compute
 
 A result is used only when nothing of the caller's is in the computation:
-- the attention is qkv's own (None, or qkv.heads.grouped_query_attention itself) and takes no layer;
+- the attention is qkv's own (None, qkv.model.own_attention or qkv.heads.grouped_query_attention itself) and takes
+  no layer;
 - the weights are the ones `qkv.model.load` returned: the same Weights object, whose arrays are read-only memory
   maps of the float32 cache (numpy refuses to make them writeable, so nothing can change them in place); a
   Model built around other arrays, or another config, is not that object;
-- every function of the modules forward runs through (qkv.model, heads, attention, masking, shapes) and of numpy
+- every function of the modules forward runs through (qkv.model, own_attention, heads, attention, masking, shapes)
+  and of numpy
   is the one imported with qkv.model: a notebook that replaces one computes with its own.
 The key also hashes the source of those modules (a changed model, or a grading kernel's view that withholds one
 of them, never reads an older result) and the BLAS library, CPU kernel and thread count: OpenBLAS's sgemm rounds
@@ -123,7 +125,8 @@ def reference_call(model, attention, attention_takes_layer):
     """The weights' tag when this call involves nothing but qkv's own model and attention, else None."""
     if mode() == "off" or _code_digest is None or attention_takes_layer:
         return None
-    if attention is not None and attention is not _watched["qkv.heads"].get("grouped_query_attention"):
+    ours = (_watched["qkv.model"].get("own_attention"), _watched["qkv.heads"].get("grouped_query_attention"))
+    if attention is not None and not any(attention is own for own in ours):   # by identity: no __eq__ of the caller's
         return None
     trusted = _trusted.get(id(getattr(model, "weights", None)))
     if trusted is None or trusted[0] is not model.weights:

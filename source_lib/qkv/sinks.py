@@ -210,6 +210,8 @@ def ablate_heads(attention, heads):
     The returned attention function runs `attention` and then sets to zero the outputs of the listed
     query heads of the layer it is called for (qkv.model.forward(..., attention_takes_layer=True) passes
     the layer index). Zeroing the OUTPUT removes the head; zeroing its weights and renormalising would not.
+    On SmolLM2, `attention` is the model's own, qkv.model.own_attention:
+    forward(model, ids, attention=ablate_heads(own_attention, heads), attention_takes_layer=True).
     """
     pairs = tuple(tuple(int(x) for x in pair) for pair in heads)
     require(all(len(pair) == 2 for pair in pairs), f"heads must be (layer, head) pairs; got {heads!r}")
@@ -224,6 +226,17 @@ def ablated_attention(q, k, v, mask, layer, attention, heads):
         if ablated_layer == int(layer):
             out[head] = 0.0
     return out
+
+
+def stand_in_attention(q, k, v, mask=None):
+    # [H_q, T, d], [H_kv, T_k, d], [H_kv, T_k, d_v], mask unused -> [H_q, T, d_v]: no attention at all, a stand-in
+    # for checking wrappers such as ablate_heads: query head h's output is (h + 1) (1 + (sum of its query)^2) in every
+    # column, so every head differs, none is zero, and zeroing a query changes it (issue 41: the checks need no
+    # lesson 05 grouped-query attention, which on one query is lesson 07's open attention_step)
+    q, v = as_float_array(q, "q"), as_float_array(v, "v")
+    require(q.ndim == 3 and v.ndim == 3, f"q and v must be [heads, T, d]; got q {q.shape}, v {v.shape}")
+    numbered = np.arange(1, q.shape[0] + 1)[:, None, None] * (1.0 + q.sum(axis=-1, keepdims=True) ** 2)
+    return numbered * np.ones(v.shape[-1])   # [H_q, T, 1] -> [H_q, T, d_v]
 
 
 def top_heads(scores, k):

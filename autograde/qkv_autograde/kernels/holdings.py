@@ -5,7 +5,7 @@ A lesson that is open or not released yet withholds (`withholds`):
 - its hidden tests' GRADED_REFERENCES;
 - its TWINS: functions elsewhere in qkv that compute one of its exercises alone or behind one call (the engines of
   the checks' catalogues of mistakes, whose defaults are the answer; a handout that answers it in one call:
-  lesson 05's grouped_query_attention is lesson 07's attention_step with one query);
+  lesson 05's grouped_query_attention is lesson 07's attention_step with one query, withheld from weeks 06 and 07);
 and with them every private function that only withheld functions use (`private_helpers`: the references' own code,
 qkv.cost._online_softmax_update is the heart of chunked_attention).
 
@@ -43,7 +43,10 @@ TWINS = {
     "04-masking": ("qkv.checks.lesson04._tril",
                    # the padding catalogue's real keys [B, T] and its queries-hidden mask: padding_mask behind a
                    # broadcast, and behind a transpose
-                   "qkv.checks.lesson04._real_keys", "qkv.checks.lesson04._rows_not_columns"),
+                   "qkv.checks.lesson04._real_keys", "qkv.checks.lesson04._rows_not_columns",
+                   # the probe catalogue's signed change: dependence_matrix but for an abs (called on attend and on
+                   # its negation, the two or-ed are the answer)
+                   "qkv.checks.lesson04_probe._signed_change"),
     "05-heads": ("qkv.checks.lesson05._gqa", "qkv.checks.lesson05._mha"),
     "06-sinks": ("qkv.checks.lesson06._norms", "qkv.checks.lesson06._window", "qkv.checks.lesson06._induction",
                  # the diagonal and previous-token scores: each exercise's catalogue holds the other's answer
@@ -54,12 +57,12 @@ TWINS = {
 }
 
 
-# Twins that ship all the same where a lesson whose notebook runs there needs them: lesson 06 runs SmolLM2 with heads
-# ablated through lesson 05's grouped_query_attention (qkv.sinks.ablate_heads, its notebook and its checks), and a
-# grouped-query attention on one query is lesson 07's attention_step. So the editions of weeks 06 and 07, where a
-# student may run lesson 06 again, hold it (tests/test_edition_answers.py allows this finding, and only it); the
-# grader's kernel for lesson 07, where only lesson 07's notebook runs, withholds it.
-NEEDED_BY = {"qkv.heads.grouped_query_attention": ("06-sinks",)}
+# Twins that would ship all the same where a lesson whose notebook runs there needs them ({dotted: lessons}). None
+# does now: lesson 06 ran SmolLM2 with heads ablated through lesson 05's grouped_query_attention, which on one query
+# is lesson 07's attention_step, so weeks 06 and 07 handed that exercise out; it ablates the model's own attention
+# now (qkv.model.own_attention, which answers only inside the model's forward pass) and its checks wrap
+# qkv.sinks.stand_in_attention (issue 41). tests/test_edition_answers.py allows whatever this table names to pass.
+NEEDED_BY = {}
 
 
 class Withheld(NamedTuple):

@@ -10,7 +10,6 @@ from qkv.attention import masked_softmax
 from qkv.checking import (Check, Hint, Probes, before_check, call, call_text, certain_diagnosis, check_against,
                           expect_array, seal)
 from qkv.checks.lesson06_ablation import check_ablation, gqa_inputs
-from qkv.heads import grouped_query_attention
 from qkv.masking import causal_mask
 
 
@@ -393,7 +392,7 @@ def ablate_heads(student_fn):
     rng = np.random.default_rng(67)
     heads = [(1, 0), (1, 4), (2, 2)]
     cases = [(*gqa_inputs(rng, 6, 2, 4, 3), layer) for layer in (0, 1, 2)]
-    check_ablation(student_fn, grouped_query_attention, heads, cases)
+    check_ablation(student_fn, ref_sinks.stand_in_attention, heads, cases)  # not lesson 05's GQA: issue 41
     print("ablate_heads: all visible checks passed.")
 
 

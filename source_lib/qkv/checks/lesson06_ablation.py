@@ -1,5 +1,7 @@
 """Visible checks for lesson 06's head ablation (kept apart from lesson06.py, which re-exports check_ablation and
-gqa_inputs): ablate_heads returns a function, checked against the reference's on every case."""
+gqa_inputs): ablate_heads returns a function, checked against the reference's on every case. The attention it wraps
+in the checks is qkv.sinks.stand_in_attention, whose heads all differ, not lesson 05's grouped-query attention,
+which an edition of weeks 06 and 07 withholds (on one query it is lesson 07's attention_step; issue 41)."""
 import numpy as np
 
 from qkv import sinks as ref_sinks
