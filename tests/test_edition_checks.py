@@ -333,3 +333,18 @@ def test_a_stub_keeps_its_signature_replays_exactly_and_says_why_it_refuses(edit
                                    for fn in (scaling.dot_product_variance, scaling.entropy, masking.causal_mask,
                                               attention.masked_softmax)}
     assert found["softmax is a handout"] == [0.5, 0.5]
+
+
+@pytest.mark.parametrize("exercise, released, says", [
+    (True, True, "is an exercise of lesson 05"),
+    (True, False, "belongs to lesson 05, which is not released yet"),
+    (False, True, "would answer an exercise of lesson 05, so"),
+    (False, False, "would answer an exercise of lesson 05, which is not released yet")])
+def test_a_withheld_function_says_in_three_lines_whose_exercise_it_is(exercise, released, says):
+    # a twin withheld for a later lesson (lesson 05's grouped_query_attention in week 06, for lesson 07's
+    # attention_step) is not that lesson's own function: it must not read "belongs to lesson 07"
+    from qkv.checking.replay import NotInThisEdition
+    error = NotInThisEdition("qkv.heads.grouped_query_attention", "05", exercise=exercise, released=released)
+    shown = error._render_traceback_()
+    assert len(shown) == 3 and says in str(error) and says.split(",")[0] in " ".join(shown), (str(error), shown)
+    assert ("belongs to" in str(error)) == (exercise and not released)

@@ -47,7 +47,13 @@ class NotInThisEdition(Exception):
 
     def __init__(self, dotted, lesson, exercise=True, released=True):
         name = dotted.rpartition(".")[2]
-        if not released:
+        if not released and not exercise:
+            text = (f"qkv's `{dotted}` would answer an exercise of lesson {lesson}, which is not released yet, so this "
+                    f"edition of the course does not include it: use your own `{name}`.")
+            self.lines = (f"qkv's `{name}` is not in this edition.",
+                          f"Why: it would answer an exercise of lesson {lesson}, which is not released yet.",
+                          f"What to do: use your own `{name}` (write it, or copy it from the notebook where you did).")
+        elif not released:
             text = (f"`{name}` belongs to lesson {lesson}, which is not released yet, so this edition of the course "
                     f"does not include qkv's version of it. If you need it now, write your own `{name}`.")
             self.lines = (f"qkv's `{name}` is not in this edition.",
