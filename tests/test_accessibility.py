@@ -16,17 +16,13 @@ import nbformat
 import pytest
 
 import axe
+from axe import assert_none_of_the_courses, audited
 from lessons import RELEASE, ROOT, solved_release
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
 LESSON = "01-lookup"
-# in an exported lesson: nbconvert's prompts and the lab theme's code colours
-EXPORT_UPSTREAM = [".jp-InputPrompt", ".jp-OutputPrompt", ".jp-InputArea-editor"]
 
-if not os.path.exists(CHROMIUM) and not os.environ.get("CI"):
-    pytest.skip(f"{CHROMIUM} is not installed (run .ci/install-browser); under CI this test fails instead",
-                allow_module_level=True)
+if axe.skip_reason():
+    pytest.skip(axe.skip_reason(), allow_module_level=True)
 
 sys.path.insert(0, str(ROOT / "autograde"))
 
@@ -48,42 +44,14 @@ def solved():
 
 @pytest.fixture(scope="module")
 def browser():
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing and CI is set: .ci/install-browser installs it", pytrace=False)
-    if not axe.available():
-        pytest.fail(f"{axe.AXE} is missing: `make browser` installs it (.ci/install-axe)", pytrace=False)
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    with axe.chromium() as browser:
         yield browser
-        browser.close()
-
-
-def audited(browser, path, upstream=()):
-    """axe's violations of the page at `path`, opened offline (only file: URLs load)."""
-    context = browser.new_context()
-    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:") else route.abort())
-    try:
-        page = context.new_page()
-        page.goto(pathlib.Path(path).as_uri(), wait_until="load")
-        return axe.violations(page, upstream)
-    finally:
-        context.close()
-
-
-def assert_none_of_the_courses(found, page):
-    print(f"{page}: {len(found['course'])} violations the course owns ({axe.counted(found['course'])}), "
-          f"{len(found['upstream'])} upstream ({axe.counted(found['upstream'])})")
-    assert not found["course"], f"{page}: WCAG 2.1 AA violations the course owns:\n{axe.listed(found['course'])}"
 
 
 def test_an_exported_lesson_with_its_figures_passes(solved, browser, tmp_path):
-    from nbconvert import HTMLExporter
-
-    page, _ = HTMLExporter(template_name="lab").from_notebook_node(solved)
+    page = axe.exported_lesson(solved, tmp_path / "lesson.html")
     assert page.count('<img alt="Figure: ') >= 2, "the lesson's figures, with their alt text, are not on the page"
-    (tmp_path / "lesson.html").write_text(page)
-    assert_none_of_the_courses(audited(browser, tmp_path / "lesson.html", EXPORT_UPSTREAM), "exported lesson 01")
+    assert_none_of_the_courses(audited(browser, tmp_path / "lesson.html", axe.EXPORT_UPSTREAM), "exported lesson 01")
 
 
 def feedback_page(nb):

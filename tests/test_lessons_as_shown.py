@@ -19,6 +19,7 @@ import nbformat
 import numpy as np
 import pytest
 
+import axe
 from lessons import SOLUTIONS
 from qkv.your_numbers.texts import OPTIONS
 
@@ -143,7 +144,11 @@ def run_recorded(lesson, folder):
                for cell in notebook.cells if cell.get("id") in lesson_ids}
     tables = sum('<table class="qkv-table">' in output.get("data", {}).get("text/html", "")
                  for cell in notebook.cells for output in cell.get("outputs", ()))
-    return dict(json.loads(record.read_text()), printed=printed, pictures=pictures_shown(notebook), tables=tables)
+    ran = {cell.get("id"): cell for cell in notebook.cells if cell.get("id") in lesson_ids}
+    as_shown = nbformat.v4.new_notebook(cells=[ran.get(cell.get("id"), cell) for cell in source.cells],
+                                        metadata=source.metadata)   # its text, its outputs, not the recorder's
+    return dict(json.loads(record.read_text()), printed=printed, pictures=pictures_shown(notebook), tables=tables,
+                notebook=as_shown)
 
 
 @pytest.fixture(scope="module")
@@ -474,3 +479,18 @@ def test_lesson07_says_its_attention_rates_are_read_from_the_run_and_the_cell_pr
     assert "attention's own FLOP rate {trend} with T" in cells["0c12081b"]
     assert "'higher at every length' if min(rates) > 1" in cells["0c12081b"]
     assert "busier as $T$ grows" not in cells["5ef6e9f0"], "lesson 07 measures the rate; it need not rise with T"
+
+
+# ---------------------------------------------------------------- accessibility (issue 44)
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_lesson_exported_as_shown_passes_axe(shown, lesson, tmp_path):
+    # test_accessibility.py audits lesson 01 as a student runs its release (widgets, feedback page); here every
+    # lesson's figures, tables and texts as this module ran them, exported as a student exports a lesson
+    if axe.skip_reason():
+        pytest.skip(axe.skip_reason())
+    page = axe.exported_lesson(shown[lesson]["notebook"], tmp_path / f"{lesson}.html")
+    assert page.count('<img alt="Figure: ') >= 1, f"{lesson}: no figure with its alt text on the exported page"
+    with axe.chromium() as browser:
+        axe.assert_none_of_the_courses(axe.audited(browser, tmp_path / f"{lesson}.html", axe.EXPORT_UPSTREAM),
+                                       f"exported lesson {lesson}")
