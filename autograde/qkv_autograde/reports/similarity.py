@@ -348,7 +348,9 @@ def detect(notebooks, release_nb, references=None):
 
 
 def class_notebooks(course_root, lesson, autograded="autograded"):
-    """{(student, notebook): notebook} of every autograded notebook of the lesson that can be read."""
+    """{(student, notebook): notebook} of every autograded notebook of the lesson that can be read, each kept as its
+    graded code cells alone (slim), all that detect reads: whole graded notebooks, outputs and all, made the
+    coordinator's memory grow with the class (issue 45)."""
     found = {}
     top = os.path.join(course_root, autograded)
     if not os.path.isdir(top):
@@ -360,10 +362,19 @@ def class_notebooks(course_root, lesson, autograded="autograded"):
         for name in sorted(os.listdir(folder)):
             if name.endswith(".ipynb"):
                 try:
-                    found[(student, name[:-len(".ipynb")])] = nbformat.read(os.path.join(folder, name), as_version=4)
+                    found[(student, name[:-len(".ipynb")])] = slim(nbformat.read(os.path.join(folder, name),
+                                                                                 as_version=4))
                 except Exception:  # an unreadable notebook has nothing to compare
                     continue
     return found
+
+
+def slim(nb):
+    """The notebook's code cells that carry nbgrader metadata, as their type, that metadata and their source."""
+    return nbformat.NotebookNode(cells=[
+        nbformat.NotebookNode(cell_type="code", metadata=nbformat.NotebookNode(nbgrader=cell.metadata["nbgrader"]),
+                              source=cell.get("source", "")) for cell in nb.cells
+        if cell.get("cell_type") == "code" and isinstance(cell.get("metadata", {}).get("nbgrader"), dict)])
 
 
 def class_report(course_root, lesson, autograded="autograded"):
