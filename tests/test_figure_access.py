@@ -142,6 +142,27 @@ def test_in_a_kernel_a_figure_displays_as_html_with_alt_and_no_separate_png():
         plt.close("all")
 
 
+def test_in_a_grading_kernel_a_figure_is_its_description_and_never_drawn(monkeypatch):
+    """Issue 45: the grader's kernels describe figures instead of drawing them, through `%matplotlib inline` too."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    monkeypatch.setattr(figure_display, "png_base64", lambda *a, **k: pytest.fail("a figure was drawn"))
+    shell = InteractiveShell.instance()
+    try:
+        assert figure_display.describe_figures_only(shell)
+        figure, ax = plt.subplots()
+        ax.plot([0, 1], [0, 2], label="rise")
+        from matplotlib_inline.backend_inline import select_figure_formats
+        select_figure_formats(shell, {"png"})
+        shell.events.trigger("pre_run_cell", None)
+        data, _ = shell.display_formatter.format(figure)
+        assert sorted(data) == ["text/html", "text/plain"] and data["text/plain"] == describe(figure)
+        assert figure_display.NOT_DRAWN in data["text/html"] and html.escape(describe(figure)) in data["text/html"]
+    finally:
+        InteractiveShell.clear_instance()
+        plt.close("all")
+
+
 def test_a_lessons_table_is_an_html_table_with_headers_and_aligned_text_in_a_terminal():
     from qkv.tables import Table
 

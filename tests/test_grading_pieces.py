@@ -400,6 +400,31 @@ def test_a_lost_worker_or_a_changed_notebook_is_graded_by_the_coordinator(monkey
     assert graded_here == ["lost", "changed"] and not parallel.PENDING
 
 
+def test_the_class_is_sent_a_window_at_a_time_and_a_submission_reached_early_is_sent_then(monkeypatch):
+    """Issue 45: the coordinator keeps `window` submissions out, not the class; nbgrader reaching one not yet sent
+    (another order) sends it, so a worker still grades it."""
+    import concurrent.futures
+    from qkv_autograde.grading import feed, parallel
+    monkeypatch.setattr(feed, "sanitized", lambda app, lesson, student, notebook, path: solved_release(lesson))
+    sent = []
+
+    class Workers:
+        def submit(self, fn, lesson, student, *rest):
+            sent.append(student)
+            return concurrent.futures.Future()
+
+    entries = [(types.SimpleNamespace(student=f"s{i}", notebook="01-lookup"), "staged") for i in range(6)]
+    bar = types.SimpleNamespace(update=lambda *a: None)
+    monkeypatch.setattr(parallel, "PENDING", {})
+    out = feed.Feed(None, "01-lookup", Workers(), entries, {"01-lookup": "{}"}, {}, bar, window=2)
+    out.fill()
+    assert sent == ["s0", "s1"] and set(parallel.PENDING) == {("s0", "01-lookup"), ("s1", "01-lookup")}
+    out.reached("s0", "01-lookup")
+    assert sent == ["s0", "s1", "s2"]
+    out.reached("s5", "01-lookup")  # out of order: sent at once, the window full again
+    assert sent == ["s0", "s1", "s2", "s5"] and len(out.out) == 2 and out.sent == sent
+
+
 # ---------------------------------------------------------------- the kernel template's answers
 
 def a_template_answering(script):

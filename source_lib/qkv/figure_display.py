@@ -9,6 +9,11 @@ in a kernel, once qkv.plots is imported, a Figure's display is
 - text/plain: the same description, for a terminal or a reader of the .ipynb;
 and no separate image/png, which would store the picture twice.
 
+A grading kernel (issue 45) describes a figure instead of drawing it (`describe_figures_only`): text/html is the
+description in a paragraph, saying the picture was not drawn; text/plain the description. No grade depends on the
+picture, and the student already has it in their own notebook; the description, read from the figure's own artists,
+says on the feedback page what their figure shows (about 90 ms of CPU saved per figure).
+
 A notebook opened untrusted in JupyterLab (someone else's, or on another machine) still shows the picture: its HTML
 output is sanitized, and JupyterLab 4's sanitizer keeps <img> with its src, alt and style, checking the scheme of
 href and cite only (allowedSchemesAppliedToAttributes); measured in JupyterLab 4.6.6 on a notebook "not trusted: 0 of
@@ -36,6 +41,14 @@ def figure_html(figure, dpi=None):
             f'style="max-width: 100%; height: auto">')
 
 
+NOT_DRAWN = "(A figure, not drawn by the grader: run your notebook to see it.)"
+
+
+def figure_described_html(figure):
+    """The figure as its description alone, in a paragraph: no PNG is drawn."""
+    return f'<p class="qkv-figure-text"><em>{NOT_DRAWN}</em> {html.escape(describe(figure))}</p>'
+
+
 def _plain(figure, printer, cycle):
     printer.text(describe(figure))
 
@@ -57,9 +70,16 @@ def show_figures_with_alt_text(shell=None):
     return True
 
 
+def describe_figures_only(shell):
+    """In a grading kernel: figures display as their description, never drawn (the module's docstring)."""
+    shell._qkv_figures_drawn = False
+    return show_figures_with_alt_text(shell)
+
+
 def _register_printers(shell):
     formatters = shell.display_formatter.formatters
-    for kind, printer in (("text/html", figure_html), ("text/plain", _plain), ("image/png", _no_png)):
+    html_printer = figure_html if getattr(shell, "_qkv_figures_drawn", True) else figure_described_html
+    for kind, printer in (("text/html", html_printer), ("text/plain", _plain), ("image/png", _no_png)):
         _register(formatters[kind], printer)
 
 

@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from qkv import threads
 
-from qkv_autograde.grading import bulk_grading, cluster_security, parallel, variants
+from qkv_autograde.grading import bulk_grading, cluster_security, feed, parallel, variants
 from qkv_autograde.reports import exports, feedback as feedback_pages, item_analysis, lms_feedback, report
 from qkv_autograde.intake import lms_export, late, submissions
 from qkv_autograde.grading.converter import completely_graded, ensure_in_gradebook
@@ -50,6 +50,9 @@ class LocalWorkers:
         # Forked from this process, a worker starts with nbgrader, nbconvert and numpy already imported (about
         # 2 CPU-s each otherwise); forking is only safe while this process runs no other thread.
         context = "fork" if threading.active_count() == 1 else "spawn"
+        if context == "fork":
+            parallel.shared_warm_up(lesson)  # once here, inherited by every worker
+            context = "fork" if threading.active_count() == 1 else "spawn"  # an import that started a thread
         # each worker and its kernels take their share of the free CPUs as BLAS threads (qkv.threads), not all
         os.environ.setdefault(threads.WORKERS_VARIABLE, str(jobs))
         self.pool = concurrent.futures.ProcessPoolExecutor(
@@ -151,21 +154,10 @@ def _nbgrader_app(lesson, force, log_level="WARN"):
     return app
 
 
-def _sanitized(app, lesson, student, notebook, path):
-    """The notebook exactly as nbgrader's sanitize step will hand it to the execute step."""
-    nb = nbformat.read(path, as_version=4)
-    submitted = nbformat.writes(nb)
-    resources = {"nbgrader": {"student": student, "assignment": lesson, "notebook": notebook,
-                              "db_url": app.coursedir.db_url}}
-    nb, _ = parallel.sanitize(parallel.PrefetchedSanitize.chain, app.config, nb, resources)
-    parallel.SANITIZED[(student, notebook)] = (submitted, nbformat.writes(nb))
-    return nb
-
-
 def prefetch(app, lesson, workers, force, regrade=()):
-    """Stage every submission and send each pending one to a worker; returns (students sent, staging entries, the
-    progress bar of grading). `regrade`: students whose submission was collected again, graded anew even if graded
-    before.
+    """Stage every submission and start sending the pending ones to workers, a window at a time (feed.py); returns
+    (students sent, a list that grows as they are sent; staging entries; the progress bar of grading). `regrade`:
+    students whose submission was collected again, graded anew even if graded before.
 
     Each submission is prepared under its own guard: one that cannot be sanitized is not sent, and nbgrader's own
     pass (QkvAutograde) then grades it 0 with the reason, as the stock command does."""
@@ -187,21 +179,11 @@ def prefetch(app, lesson, workers, force, regrade=()):
     if pending:
         workers.start()  # forked now, before the progress bar starts its thread; a class with nothing new starts none
     bar = progress(f"grading {lesson}", len(pending), "submission")
-    sent = []
-    for entry, staged in pending:
-        try:
-            nb = _sanitized(app, lesson, entry.student, entry.notebook, staged)
-        except Exception as error:
-            print(f"qkv grader: {entry.student}'s {entry.notebook} could not be prepared for grading "
-                  f"({type(error).__name__}: {error}); graded 0 below", file=sys.stderr)
-            bar.update()
-            continue
-        future = workers.submit(parallel.execute_submission, lesson, entry.student, nbformat.writes(nb),
-                                source[entry.notebook], settings)
-        future.add_done_callback(lambda _: bar.update())
-        parallel.PENDING[(entry.student, entry.notebook)] = parallel.Pending(parallel.fingerprint(nb), future)
-        sent.append(entry.student)
-    return sent, staged_entries, bar
+    pending.sort(key=lambda item: (item[0].student, item[0].notebook))  # nbgrader's own order, as near as known
+    window = feed.WINDOW_PER_WORKER * workers.jobs if pending else 0
+    parallel.FEED = feed.Feed(app, lesson, workers, pending, source, settings, bar, window)
+    parallel.FEED.fill()
+    return parallel.FEED.sent, staged_entries, bar
 
 
 def progress(description, total, unit):
@@ -307,6 +289,7 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
     origin = COMMAND_STARTED.pop() if COMMAND_STARTED else started
     parallel.PENDING.clear()
     parallel.SANITIZED.clear()
+    parallel.FEED = None
     parallel.MEASUREMENTS.clear()
     parallel.GRADED_HERE.clear()
     try:  # the workers stay up after grading: local ones write the feedback
@@ -318,6 +301,7 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
             app.start()
         finally:
             bar.close()
+            parallel.FEED = None  # what nbgrader never reached is not sent
         if notes:  # the intake's notes join the anomaly report the grading run wrote
             by_student = {}
             for n in notes:

@@ -69,14 +69,7 @@ def warm_up(lesson, settings=None):
     if lesson in _warm:
         return os.getpid()
     blas_threads = share_blas_threads()
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot  # noqa: F401
-    for name in (*(row.concept for row in lessons.LESSONS), "checking", "plots", "model"):
-        importlib.import_module(f"qkv.{name}")
-    importlib.import_module(lessons.lesson(lesson).hidden_tests)
-    importlib.import_module(lessons.lesson(lesson).checks)
-    kernel_setup.library_view(lesson)
+    shared_warm_up(lesson)
     if uses_model(lesson):  # lessons that check the student's attention inside SmolLM2, here
         from qkv import model
         model.load()
@@ -86,6 +79,20 @@ def warm_up(lesson, settings=None):
     gc.collect()
     gc.freeze()  # what stays for every submission is never traversed by the collections each submission causes
     return os.getpid()
+
+
+def shared_warm_up(lesson):
+    """What every worker needs the same of: the grader's imports and the lesson's view of qkv. Done in the
+    coordinator before it forks its local workers (issue 45), they inherit it instead of each doing it again (the
+    view alone is about 0.7 CPU-s to build); a worker elsewhere (Dask) does it in warm_up."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot  # noqa: F401
+    for name in (*(row.concept for row in lessons.LESSONS), "checking", "plots", "model"):
+        importlib.import_module(f"qkv.{name}")
+    importlib.import_module(lessons.lesson(lesson).hidden_tests)
+    importlib.import_module(lessons.lesson(lesson).checks)
+    kernel_setup.library_view(lesson)
 
 
 def share_blas_threads():
@@ -216,6 +223,7 @@ PENDING = {}        # (student, notebook) -> Pending, filled by the coordinator 
 SANITIZED = {}      # (student, notebook) -> (the submission as read, as sanitized), likewise
 MEASUREMENTS = []   # one dict per submission a worker graded
 GRADED_HERE = []    # the students the coordinator graded itself (their worker failed, or their notebook changed)
+FEED = None         # feed.Feed: what is sent to the workers, a window at a time ahead of nbgrader's pass
 
 
 class PrefetchedSanitize(NbGraderPreprocessor):
@@ -227,6 +235,8 @@ class PrefetchedSanitize(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         nbg = resources["nbgrader"]
+        if FEED is not None:  # sent now if it was not yet, and the window moves on
+            FEED.reached(nbg["student"], nbg["notebook"])
         known = SANITIZED.pop((nbg["student"], nbg["notebook"]), None)
         if known is not None and known[0] == nbformat.writes(nb):
             return nbformat.reads(known[1], as_version=4), resources

@@ -252,8 +252,11 @@ class RestoreLockedCells(OverwriteCells):
 
 # ---------------------------------------------------------------- autograde
 
-# `%matplotlib inline` keeps this setting: figures are still drawn as objects, but no PNG is made for the output
-NO_FIGURE_PICTURES = "get_ipython().run_line_magic('config', 'InlineBackend.figure_formats = set()')"
+# `%matplotlib inline` keeps the first setting: figures are still made as objects, but no PNG is made for the
+# output; the course's figures show their description instead (qkv.figure_display.describe_figures_only)
+NO_FIGURE_PICTURES = ("get_ipython().run_line_magic('config', 'InlineBackend.figure_formats = set()')\n"
+                      "try:\n    __import__('qkv.figure_display').figure_display.describe_figures_only(get_ipython())\n"
+                      "except ImportError:\n    pass")
 
 
 class SandboxedExecute(NbGraderPreprocessor):
@@ -269,8 +272,9 @@ class SandboxedExecute(NbGraderPreprocessor):
                            ).tag(config=True)
     output_limit = Integer(1 << 20, help="Bytes of output kept per cell; the rest is cut with a note.").tag(config=True)
 
-    render_figures = Bool(True, help="Render figures to PNG in the graded notebook (False: faster grading, "
-                                     "feedback without pictures).").tag(config=True)
+    render_figures = Bool(False, help="Draw figures to PNG in the graded notebook (False: each figure is its text "
+                                      "description, most of a notebook's grading time saved; issue 45)."
+                          ).tag(config=True)
 
     def preprocess(self, nb, resources):
         nbg = resources["nbgrader"]

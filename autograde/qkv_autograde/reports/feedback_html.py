@@ -30,14 +30,16 @@ a page that did pointed into the instructor's environment (a file: URL of its .v
 else. The MathML goes through the same allowlist as the rest of the student's HTML (MathML elements and their
 presentation attributes only): latex2mathml copies `\\text{...}` and `\\href`'s target into its output as they are.
 """
+import collections
 import copy
 import html
+import json
 import os
 import re
 
 import bleach
 from bleach.css_sanitizer import CSSSanitizer
-from jinja2 import FileSystemLoader, pass_context
+from jinja2 import BytecodeCache, FileSystemLoader, pass_context
 from latex2mathml.converter import convert as latex_to_mathml
 from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
@@ -201,6 +203,55 @@ def _with_alt(match):
     return f'{tag[:-len(closing)].rstrip()} alt="{NO_ALT_TEXT}"{closing}'
 
 
+class Remembered:
+    """The last `size` results of a pure function of text (issue 45): a class's pages share the lesson's markdown and
+    every cell the students did not change, which were rendered, turned into MathML, sanitized and highlighted
+    again for every page. Only what the result depends on is the key, so a page is the same byte for byte."""
+
+    def __init__(self, size=4096):
+        self.size, self.results = size, collections.OrderedDict()
+
+    def get(self, key, compute):
+        if key in self.results:
+            self.results.move_to_end(key)
+            return self.results[key]
+        result = self.results[key] = compute()
+        if len(self.results) > self.size:
+            self.results.popitem(last=False)
+        return result
+
+
+class CompiledTemplates(BytecodeCache):
+    """The templates compiled once per process, not once per nbgrader app (each feedback share makes a new one):
+    jinja checks each template's source against the checksum it was compiled from before it reuses it."""
+
+    def __init__(self):
+        self.compiled = {}
+
+    def load_bytecode(self, bucket):
+        if bucket.key in self.compiled:
+            bucket.bytecode_from_string(self.compiled[bucket.key])
+
+    def dump_bytecode(self, bucket):
+        self.compiled[bucket.key] = bucket.bytecode_to_string()
+
+
+def _key(value):
+    return json.dumps(value, sort_keys=True, default=repr)
+
+
+class RememberedHighlight:
+    """nbconvert's code highlighting filter, its results remembered (Remembered)."""
+
+    def __init__(self, highlight, remembered):
+        self.highlight, self.remembered = highlight, remembered
+
+    def __call__(self, source, language=None, metadata=None):
+        return self.remembered.get(("highlight", self.highlight.pygments_lexer, _key(
+            self.highlight.extra_formatter_options), source, language, _key(metadata)),
+            lambda: self.highlight(source, language, metadata))
+
+
 class FeedbackExporter(HTMLExporter):
     """HTMLExporter without the BeautifulSoup round trip, for templates that do not need it, and with student
     content made inert."""
@@ -211,21 +262,36 @@ class FeedbackExporter(HTMLExporter):
         # with theirs: nbconvert searches inside each template folder only
         return [FileSystemLoader(self.extra_template_basedirs)]
 
+    remembered = Remembered()  # one per process: what a class's pages have in common
+    compiled_templates = CompiledTemplates()
+
+    def _create_environment(self):
+        environment = super()._create_environment()
+        environment.bytecode_cache = self.compiled_templates
+        return environment
+
     @pass_context
     def markdown2html(self, context, source):
         """HTMLExporter's markdown filter (its renderer's settings) with formulas as MathML, then made inert."""
-        renderer = MathMLRenderer(
-            escape=False, attachments=context.get("cell", {}).get("attachments", {}), embed_images=self.embed_images,
-            path=context.get("resources", {}).get("metadata", {}).get("path", ""),
-            anchor_link_text=self.anchor_link_text, exclude_anchor_links=self.exclude_anchor_links,
-            **self.lexer_options)
-        return one_level_down(inert_html(MarkdownWithMath(renderer=renderer).render(source)))
+        attachments = context.get("cell", {}).get("attachments", {})
+        path = context.get("resources", {}).get("metadata", {}).get("path", "")
+
+        def rendered():
+            renderer = MathMLRenderer(
+                escape=False, attachments=attachments, embed_images=self.embed_images, path=path,
+                anchor_link_text=self.anchor_link_text, exclude_anchor_links=self.exclude_anchor_links,
+                **self.lexer_options)
+            return one_level_down(inert_html(MarkdownWithMath(renderer=renderer).render(source)))
+        if self.embed_images:  # the page then holds files read from disk: nothing remembered
+            return rendered()
+        return self.remembered.get(("markdown", source, _key(attachments), path, self.anchor_link_text,
+                                    self.exclude_anchor_links, _key(self.lexer_options)), rendered)
 
     def from_notebook_node(self, nb, resources=None, **kw):
         nb = inert_notebook(nb)
         language = nb.metadata.get("language_info", {})
-        self.register_filter("highlight_code", self.filters.get("highlight_code") or Highlight2HTML(
-            pygments_lexer=language.get("pygments_lexer", language.get("name")), parent=self))
+        self.register_filter("highlight_code", self.filters.get("highlight_code") or RememberedHighlight(Highlight2HTML(
+            pygments_lexer=language.get("pygments_lexer", language.get("name")), parent=self), self.remembered))
         resources = self._init_resources(resources)
         self.register_filter("filter_data_type", WidgetsDataTypeFilter(
             notebook_metadata=self._nb_metadata, parent=self, resources=resources))

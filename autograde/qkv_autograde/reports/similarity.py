@@ -35,6 +35,7 @@ import keyword
 import os
 import re
 import tokenize
+import types
 from dataclasses import dataclass, field
 
 import nbformat
@@ -348,7 +349,9 @@ def detect(notebooks, release_nb, references=None):
 
 
 def class_notebooks(course_root, lesson, autograded="autograded"):
-    """{(student, notebook): notebook} of every autograded notebook of the lesson that can be read."""
+    """{(student, notebook): notebook} of every autograded notebook of the lesson that can be read, each kept as its
+    graded code cells alone (slim), all that detect reads: whole graded notebooks, outputs and all, made the
+    coordinator's memory grow with the class (issue 45)."""
     found = {}
     top = os.path.join(course_root, autograded)
     if not os.path.isdir(top):
@@ -360,10 +363,21 @@ def class_notebooks(course_root, lesson, autograded="autograded"):
         for name in sorted(os.listdir(folder)):
             if name.endswith(".ipynb"):
                 try:
-                    found[(student, name[:-len(".ipynb")])] = nbformat.read(os.path.join(folder, name), as_version=4)
+                    found[(student, name[:-len(".ipynb")])] = slim(nbformat.read(os.path.join(folder, name),
+                                                                                 as_version=4))
                 except Exception:  # an unreadable notebook has nothing to compare
                     continue
     return found
+
+
+def slim(nb):
+    """The notebook's code cells that carry a grade id, as plain dicts of their type, that id and their source (a
+    NotebookNode per cell took 37 MB for a class of 1,000)."""
+    return types.SimpleNamespace(cells=[
+        {"cell_type": "code", "metadata": {"nbgrader": {"grade_id": meta["grade_id"]}}, "source": cell.source}
+        for cell in nb.cells if cell.get("cell_type") == "code"
+        for meta in [cell.get("metadata", {}).get("nbgrader")]
+        if isinstance(meta, dict) and isinstance(meta.get("grade_id"), str) and isinstance(cell.get("source"), str)])
 
 
 def class_report(course_root, lesson, autograded="autograded"):
