@@ -138,9 +138,10 @@ def test_a_students_attention_is_never_answered_from_the_cache(smol, results):
     folder, log = results
     ids = M.encode(smol, PROMPT)
     M.forward(smol, ids)
-    M.forward(smol, ids, attention=grouped_query_attention)  # qkv's own, passed by name: a hit
     M.forward(smol, ids, attention=M.own_attention)  # the model's own, for wrappers (issue 41): a hit
-    assert kinds(log) == ["miss", "write", "hit", "hit"]
+    M.forward(smol, ids, attention=grouped_query_attention)  # qkv's own, passed by name: cached under qkv.heads too
+    M.forward(smol, ids, attention=grouped_query_attention)
+    assert kinds(log) == ["miss", "write", "hit", "miss", "write", "hit"]
     log.clear()
 
     def mine(q, k, v, mask):  # the same numbers, but the student's function
@@ -162,6 +163,19 @@ def test_a_students_attention_is_never_answered_from_the_cache(smol, results):
     assert np.array_equal(wrapped.logits, reference) and log == []
     with pytest.raises(NotTheModelsAttention):
         M.forward(smol, ids, attention=lambda q, k, v, mask: M.own_attention(q * 2, k, v, mask))
+
+
+def test_qkv_heads_is_part_of_the_key_only_where_its_attention_runs(smol, monkeypatch):
+    # the grader's kernels for lessons 05-07 hold a qkv.heads whose grouped_query_attention is withheld: the model's
+    # own attention must still read what the worker computed with the whole library (tests/test_forked_kernels.py),
+    # and a call through qkv.heads' attention must never be read from a key its source did not make
+    from qkv import model_cache
+    plain, grouped = (model_cache.reference_call(smol, attention, False)
+                      for attention in (None, grouped_query_attention))
+    monkeypatch.setitem(model_cache._attention_digest, "qkv.heads", "another qkv.heads")
+    assert model_cache.reference_call(smol, None, False) == plain
+    assert model_cache.reference_call(smol, M.own_attention, False) == plain
+    assert model_cache.reference_call(smol, grouped_query_attention, False) not in (plain, grouped)
 
 
 def test_the_weights_cannot_be_changed_in_place(smol):
