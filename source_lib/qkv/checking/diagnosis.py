@@ -44,30 +44,7 @@ def certain_diagnosis(got, expected, args, kwargs, diagnoses, probes, plausible=
     None when no mistake is certain."""
     if got is None or not diagnoses:
         return None
-    for index, (mistake_fn, hint) in enumerate(diagnoses):
-        if not _same(got, _mistaken(mistake_fn, args, kwargs)):
-            continue
-        # two ways of writing the same mistake share its hint and need not be told apart
-        others = [fn for i, (fn, other_hint) in enumerate(diagnoses) if i != index and other_hint != hint]
-        others += list(plausible)  # an input where the answer could be a mistake nobody hinted says nothing
-        evidence = 0
-        for probe_args, probe_kwargs, probe_got, probe_expected in itertools.chain(
-                [(args, kwargs, got, expected)], probes):
-            mistaken = _mistaken(mistake_fn, probe_args, probe_kwargs)
-            if mistaken is None or _same(mistaken, probe_expected):
-                continue  # this input cannot tell the mistake from a right answer
-            if mistaken.shape != np.shape(probe_expected):
-                continue  # there the mistake gives another shape, which is reported as such, not diagnosed
-            if not np.any(np.isfinite(mistaken)):
-                continue  # NaN everywhere is what every overflowing mistake gives: no fingerprint of this one
-            if any(_same(mistaken, _mistaken(other, probe_args, probe_kwargs)) for other in others):
-                continue  # nor from another mistake
-            if not _same(probe_got, mistaken):
-                break  # the student's function is not this mistake, only close to it here
-            evidence += 1
-            if evidence >= EVIDENCE_NEEDED:
-                return hint
-    return None
+    return _certain(got, expected, args, kwargs, diagnoses, lambda: probes, plausible, other_shape=False)
 
 
 def _as_any_shape(value):
@@ -84,21 +61,33 @@ def certain_shape_diagnosis(raw, expected, args, kwargs, diagnoses, probes, plau
     got = _as_any_shape(raw)
     if got is None or got.shape == np.shape(expected) or not diagnoses:
         return None
+    rows = lambda: ((a, k, _as_any_shape(g), e) for a, k, g, e in probes.raw())  # noqa: E731 - the answers as given
+    return _certain(got, expected, args, kwargs, diagnoses, rows, plausible, other_shape=True)
+
+
+def _certain(got, expected, args, kwargs, diagnoses, rows, plausible, other_shape):
+    # both diagnoses: the mistakes whose answer has the reference's shape (other_shape False; told apart by value) or
+    # another shape (True); rows() gives the probes afresh, (args, kwargs, the student's answer, the reference's)
     for index, (mistake_fn, hint) in enumerate(diagnoses):
         if not _same(got, _mistaken(mistake_fn, args, kwargs)):
             continue
+        # two ways of writing the same mistake share its hint and need not be told apart
         others = [fn for i, (fn, other_hint) in enumerate(diagnoses) if i != index and other_hint != hint]
-        others += list(plausible)
+        others += list(plausible)  # an input where the answer could be a mistake nobody hinted says nothing
         evidence = 0
         for probe_args, probe_kwargs, probe_got, probe_expected in itertools.chain(
-                [(args, kwargs, got, expected)], probes.raw()):
+                [(args, kwargs, got, expected)], rows()):
             mistaken = _mistaken(mistake_fn, probe_args, probe_kwargs)
-            if mistaken is None or mistaken.shape == np.shape(probe_expected) or not np.any(np.isfinite(mistaken)):
-                continue  # there the mistake has the right shape (diagnosed by value) or no fingerprint
+            if mistaken is None or _same(mistaken, probe_expected):
+                continue  # this input cannot tell the mistake from a right answer
+            if (mistaken.shape != np.shape(probe_expected)) != other_shape:
+                continue  # there the mistake's shape is the other kind's: said as a wrong shape, or diagnosed by value
+            if not np.any(np.isfinite(mistaken)):
+                continue  # NaN everywhere is what every overflowing mistake gives: no fingerprint of this one
             if any(_same(mistaken, _mistaken(other, probe_args, probe_kwargs)) for other in others):
-                continue
-            if not _same(_as_any_shape(probe_got), mistaken):
-                break
+                continue  # nor from another mistake
+            if not _same(probe_got, mistaken):
+                break  # the student's function is not this mistake, only close to it here
             evidence += 1
             if evidence >= EVIDENCE_NEEDED:
                 return hint
@@ -246,11 +235,7 @@ class Probes:
             yield args, kwargs, got, np.asarray(expected, dtype=np.float64)
 
     def __iter__(self):
-        for args, kwargs, got, expected in self._results():
-            if self.index is not None:
-                parts_ok = isinstance(got, tuple) and len(got) > self.index
-                got, expected = (got[self.index] if parts_ok else None), expected[self.index]
-            expected = np.asarray(expected, dtype=np.float64)
+        for args, kwargs, got, expected in self.raw():
             yield args, kwargs, as_result(got, expected.shape), expected
 
 
