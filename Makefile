@@ -112,8 +112,8 @@ grade: $(VENV)/.installed
 	@test -n "$(LESSON)" || { echo "usage: make grade LESSON=01-lookup [SUBMISSIONS=...] [ROSTER=...] [FORCE_VARIANTS=1] [TRUST_TYPED_KEYS=1] [ALLOW_OLDER=1] [JOBS=n] [SCHEDULER=...]"; exit 2; }
 	cd autograde && export QKV_TRUST_TYPED_KEYS="$(TRUST_TYPED_KEYS)" && \
 	  $(if $(ROSTER),$(PY) -m qkv_autograde.intake.roster $(LESSON) "$(abspath $(ROSTER))" &&) \
-	  $(PY) -m qkv_autograde.grading.variants $(LESSON) $(if $(filter-out 0,$(FORCE_VARIANTS)),--force-variants) && \
 	  $(PY) -m qkv_autograde $(LESSON) $(if $(SUBMISSIONS),--submissions "$(abspath $(SUBMISSIONS))") \
+	  $(if $(filter-out 0,$(FORCE_VARIANTS)),--force-variants) \
 	  $(if $(JOBS),--jobs $(JOBS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(FORCE),--force) $(if $(ALLOW_OLDER),--allow-older) \
 	  $(if $(filter-out 0,$(INSECURE_SCHEDULER)),--insecure-scheduler) \
 	  $(if $(filter-out 0,$(ALLOW_PARTIAL_ISOLATION)),--allow-partial-isolation)

@@ -229,9 +229,11 @@ def test_a_pool_changed_after_the_edition_stops_make_grade_unless_forced(graded,
     lock["lessons"][LESSON]["variance_at_128"] = "0" * 64
     (graded / variants.LOCK_FILE).write_text(json.dumps(lock))
     try:
-        refused = subprocess.run([sys.executable, "-m", "qkv_autograde.grading.variants", LESSON], cwd=graded,
-                                 capture_output=True, text=True)
-        assert refused.returncode != 0 and "03-scaling/variance_at_128 changed after the edition" in refused.stderr
+        for command in ("qkv_autograde.grading.variants", "qkv_autograde"):  # the check alone, and make grade's
+            refused = subprocess.run([sys.executable, "-m", command, LESSON], cwd=graded, capture_output=True,
+                                     text=True)
+            assert refused.returncode != 0 and "03-scaling/variance_at_128 changed after the edition" in \
+                refused.stderr, (command, refused.stderr[-2000:])
         settings = variants.Variants(salt=SALT, lessons=[LESSON])
         assert variants.check(graded, LESSON, settings, force=True) is None  # FORCE_VARIANTS=1
     finally:

@@ -258,7 +258,7 @@ def _feedback_here(lesson, students, force, bar):
 
 
 def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False, out=sys.stdout, allow_older=False,
-          insecure_scheduler=False, allow_partial_isolation=False):
+          insecure_scheduler=False, allow_partial_isolation=False, force_variants=False):
     os.chdir(HERE)
     scheduler = scheduler or os.environ.get("DASK_SCHEDULER")
     if scheduler:  # refused before anything is collected or graded
@@ -267,6 +267,9 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
     if weaker and not allow_partial_isolation:  # never silently weaker (issue 42); a cluster's workers check their own
         raise SystemExit("make grade: not grading.\n" + "\n".join(weaker) + "\n(anyway: ALLOW_PARTIAL_ISOLATION=1)")
     warnings.filterwarnings("ignore", module="nbgrader")  # nbgrader's own SQLAlchemy session warnings, not ours
+    # a changed pool stops grading before anything is collected (in this process: a process of its own cost make
+    # grade 1.2 CPU-s and 2 s of start-up, most of it importing what this one imports anyway)
+    variants.main([lesson] + (["--force-variants"] if force_variants else []))
     started = time.monotonic()
     notes = []
     if submissions_path:
@@ -379,6 +382,9 @@ def main(argv=None):
     parser.add_argument("--force", action="store_true", help="grade again what is already graded")
     parser.add_argument("--allow-older", action="store_true", help="let an older copy replace a collected notebook")
     parser.add_argument("--allow-partial-isolation", action="store_true", help="grade even without every wall")
+    parser.add_argument("--force-variants", action="store_true",
+                        help="grade although a self-check pool changed after the edition was built")
     args = parser.parse_args(argv)
     grade(args.lesson, args.submissions, args.jobs, args.scheduler, args.force, allow_older=args.allow_older,
-          insecure_scheduler=args.insecure_scheduler, allow_partial_isolation=args.allow_partial_isolation)
+          insecure_scheduler=args.insecure_scheduler, allow_partial_isolation=args.allow_partial_isolation,
+          force_variants=args.force_variants)
