@@ -7,9 +7,9 @@ Off until `c.Variants.salt` and `c.Variants.lessons` name the term's salt and th
 - `SandboxedExecute` starts the kernel with that key (`QKV_VARIANT_KEY`, in the preamble), so every cell derives the
   student's own numbers whatever `STUDENT` says, and grades the test cells with `qkv_grading.variant_of(key)`,
   recording the answers for the anomaly report (reports/variant_rows.py);
-- `python -m qkv_autograde.grading.variants LESSON` (make grade runs its check first, in its own process) refuses when a pool changed since
-  `make student-edition` wrote autograde/variants.lock.json (FORCE_VARIANTS=1 overrides), or when a collected Canvas
-  or Moodle submission has no roster row (give ROSTER=...).
+- `python -m qkv_autograde.grading.variants LESSON` (make grade runs the same check first, in its own process)
+  refuses when a pool changed since `make student-edition` wrote autograde/variants.lock.json (FORCE_VARIANTS=1
+  overrides), or when a collected Canvas or Moodle submission has no roster row (give ROSTER=...).
 """
 import ast
 import contextlib
