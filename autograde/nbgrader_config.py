@@ -85,6 +85,9 @@ c.Autograde.sanitize_preprocessors = [RecoverMetadata, ClearOutput, DeduplicateI
 # (no time), except for a student with an extension (qkv_autograde/intake/late.py)
 c.Autograde.autograde_preprocessors = [SandboxedExecute, IgnorePattern, LimitOutput, SaveAutoGradesAndHandScores,
                                        AssignLatePenaltiesHonouringTheLmsMark, CheckCellMetadata, RecordAnomalies]
+# A notebook is validated against nbformat's schema once, after the last of a step's preprocessors, not after each of
+# them (nbconvert's default): 8 of the ~30 validations a submission went through in make grade's coordinator
+c.Exporter.optimistic_validation = True
 # Late work (README, "Late work"): no penalty unless set here, on both routes (make grade from an LMS export, and
 # nbgrader's exchange). A late submission is one handed in after the due date and the student's extension, or one the
 # LMS marked late without a time (Canvas). Either nbgrader's own "zero":
