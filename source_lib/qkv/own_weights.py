@@ -10,6 +10,11 @@ download (`adopt`), which can never be written (read-only memory maps, or an imm
 float32 cache could not be written): remembered by identity, checked in microseconds, never hashed. A copied,
 changed or made-up projection raises NotTheModelsWeights; a caller's own attention (attention=) runs on any weights.
 W_o, the MLP, the norm after attention, the embedding and the config stay the caller's to change (ablations).
+
+Left open on purpose: SmolLM2's own W_q inverted (an x crafted so that its queries are given ones; grow= or the cache
+hands in keys and values) still gives grouped-query attention, but only with SmolLM2's 9 query heads over 3 key/value
+heads of width 64; fitting other head counts onto that grouping is the exercise's own work (which query head reads
+which key/value head), as it is with the handed-out attention of lessons 02 and 04.
 """
 import numpy as np
 
