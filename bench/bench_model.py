@@ -99,6 +99,14 @@ def main():
     report(f"forward, {len(ids)} tokens", forward_seconds, f"target <= 0.5 s (median of {REPEATS})")
     weights_seconds = median_seconds(lambda: qkv_model.forward(model, ids, return_weights=True), REPEATS)
     report("  with return_weights", weights_seconds)
+    # issue 41: every layer checks that its attn_norm, W_q, W_k, W_v are SmolLM2's own (qkv.own_weights), by identity
+    from qkv import own_weights
+    checked = own_weights.require_own_projections
+    own_weights.require_own_projections = lambda layer: None
+    unchecked_seconds = median_seconds(lambda: qkv_model.forward(model, ids), REPEATS)
+    own_weights.require_own_projections = checked
+    report("  own-weights check off", unchecked_seconds,
+           f"with / without = {forward_seconds / unchecked_seconds:.3f}")
 
     reference = llamacpp_seconds(path, ids, args.llamacpp_python)
     if reference is None:

@@ -15,7 +15,9 @@ function of an open lesson:
 - the twins the issues name: lesson 01's softmax as np.exp(qkv.sinks.log_softmax(x)) (qkv.sinks holds only stubs of
   lesson 06 in that week) and as qkv.attention.masked_softmax(x, None); lesson 02's attention through lessons 05's
   and 07's functions; lesson 07's chunked attentions written as calls of the handouts' full attention, and through
-  the reference's own online-softmax step and lesson 07's own mistake engine.
+  the reference's own online-softmax step and lesson 07's own mistake engine;
+- and in every probe run, SmolLM2's own attention on a made-up layer (qkv_edition.probe_routes) as lesson 05's
+  grouped_query_attention and lesson 07's attention_step: it answers only SmolLM2's own projections (qkv.own_weights).
 Nothing may pass, except what the one declaration of what a student holds names (holdings.NEEDED_BY), which names
 nothing now: lesson 05's grouped-query attention, which answers lesson 07's attention_step in one call, shipped in
 weeks 06 and 07 while lesson 06 ran SmolLM2 through it; lesson 06 ablates the model's own attention now
@@ -45,7 +47,7 @@ import qkv.lessons
 from qkv import attention, cost, heads, masking, sinks
 from qkv.checking import Hint
 from qkv_autograde.kernels import holdings, kernel_view, sandbox
-from qkv_edition import library, probe
+from qkv_edition import library, probe, probe_routes
 
 SLUGS = [row.slug for row in qkv.lessons.LESSONS]
 WEEKS = {  # name -> (LESSONS, HANDOUTS)
@@ -413,9 +415,12 @@ def test_the_twins_are_twins_with_the_full_library():
     x = rng.normal(size=(4, 5)) * 3
     np.testing.assert_allclose(twins["twin_softmax_by_log_softmax"](x, 0), attention.softmax(x, 0))
     np.testing.assert_allclose(twins["twin_softmax_by_masked_softmax"](x), attention.softmax(x))
-    for twin in ("twin_softmax_by_layer_attention", "twin_softmax_by_shifted_exp"):
-        np.testing.assert_allclose(twins[twin](x, 0), attention.softmax(x, 0), err_msg=twin)
-        np.testing.assert_allclose(twins[twin](x), attention.softmax(x), err_msg=twin)
+    np.testing.assert_allclose(twins["twin_softmax_by_shifted_exp"](x, 0), attention.softmax(x, 0))
+    np.testing.assert_allclose(twins["twin_softmax_by_shifted_exp"](x), attention.softmax(x))
+    # issue 41: SmolLM2's own attention answers only SmolLM2's own projections (test_the_models_attention_...)
+    from qkv.own_weights import NotTheModelsWeights
+    with pytest.raises(NotTheModelsWeights, match="only with SmolLM2's own"):
+        twins["twin_softmax_by_layer_attention"](x)
     q, K, V = rng.normal(size=3), rng.normal(size=(6, 3)), rng.normal(size=(6, 2))
     from qkv import lookup
     for got, expected in zip(twins["twin_soft_lookup_by_attention"](q, K, V, 0.3), lookup.soft_lookup(q, K, V, 0.3)):
@@ -475,3 +480,51 @@ def test_a_full_matrix_chunked_attention_fails_lesson_07s_hidden_tests_on_memory
         with pytest.raises(Hint, match="allocated"):
             test(student)
 
+
+
+# ---------------------------------------------------------------- SmolLM2's own attention on a made-up layer
+
+# issue 41, item 2: qkv.model.layer_attention on a layer made up for it (probe_routes.ROUTES, tried in every probe run)
+# answers lesson 05's grouped_query_attention and lesson 07's attention_step; it answers only SmolLM2's own
+# projections now (qkv.own_weights)
+ROUTED = {"05": ("05-heads", "grouped_query_attention",
+                 "layer_attention_on_a_made_up_layer_as_grouped_query_attention"),
+          "07": ("07-cost", "attention_step", "layer_attention_on_a_made_up_layer_as_attention_step")}
+
+
+def _routes():
+    namespace = {}
+    exec(compile(probe_routes.ROUTES, "<routes>", "exec"), namespace)
+    return namespace
+
+
+def test_the_models_attention_on_a_made_up_layer_answers_no_open_exercise(week):
+    """In weeks 05 and 07 the route was a candidate for its exercise (its signature binds the hidden test's first
+    call) and neither it nor any glue of it passes."""
+    name, _, _, _, report = week
+    if name not in ROUTED:
+        return
+    lesson, exercise, route = ROUTED[name]
+    signature = [[p.name, int(p.kind), p.default is not p.empty]
+                 for p in inspect.signature(_routes()[route]).parameters.values()]
+    first_call = next(e.first_calls[0] for e in exercises(lesson) if e.name == exercise)
+    assert probe.fits(signature, first_call) and report.tried[f"{lesson} {exercise}"] > 0
+    assert not [p for p in report.passing if p.candidate.startswith("route.")], report.passing
+
+
+def test_the_routes_answer_their_exercise_but_for_the_models_own_weights(monkeypatch):
+    """With the full library here the routes raise the short NotTheModelsWeights (3 lines), so the probe finds them
+    failing for that reason alone: with the check switched off, they are the exercises' answers."""
+    from qkv import own_weights
+    routes, rng = _routes(), np.random.default_rng(41)
+    q, k, v = rng.normal(size=(6, 3, 5)), rng.normal(size=(2, 4, 5)), rng.normal(size=(2, 4, 3))
+    mask = rng.random((3, 4)) < 0.7
+    mask[:, 0] = True
+    gqa, step = (routes[ROUTED[week][2]] for week in ("05", "07"))
+    for call in (lambda: gqa(q, k, v, mask), lambda: step(q[:, :1], k, v)):
+        with pytest.raises(own_weights.NotTheModelsWeights) as raised:
+            call()
+        assert len(raised.value._render_traceback_()) == 3
+    monkeypatch.setattr(own_weights, "require_own_projections", lambda layer: None)
+    np.testing.assert_allclose(gqa(q, k, v, mask), heads.grouped_query_attention(q, k, v, mask), rtol=1e-10)
+    np.testing.assert_allclose(step(q[:, :1], k, v), cost.attention_step(q[:, :1], k, v), rtol=1e-10)

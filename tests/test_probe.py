@@ -154,12 +154,15 @@ HANDED_OUT = {probe.Passing("qkv.heads.grouped_query_attention", "07-cost", "att
 def test_no_lessons_kernel_view_answers_one_of_its_exercises(lesson, tmp_path):
     """Issue 34, item 2: what the grading kernel withholds (kernel_view.withheld_while_graded) is held to this probe
     rather than to a hand list: while lesson N is graded, no function of the view whose parameters fit passes one of
-    lesson N's hidden tests (lesson 01 is `view` above), except an earlier lesson's tool that the issue hands out."""
+    lesson N's hidden tests (lesson 01 is `view` above), except an earlier lesson's tool that the issue hands out.
+    Issue 41: nor SmolLM2's own attention on a made-up layer (qkv_edition.probe_routes, named route.<name>) as lesson
+    05's grouped_query_attention or lesson 07's attention_step."""
     kernel_view.build(lesson, str(tmp_path / "qkv"))
     report = probe.run(str(tmp_path), [lesson])
     assert report.qkv_file.startswith(os.path.realpath(tmp_path) + os.sep)
     assert all(count > 0 for count in report.tried.values()), report.tried
     assert set(report.passing) - HANDED_OUT == set(), report.passing
+    assert not [p for p in report.passing if p.candidate.startswith("route.")], report.passing
 
 
 def test_the_command_prints_what_passes_and_fails_when_anything_does(planted, monkeypatch, capsys):

@@ -43,6 +43,7 @@ from qkv import lessons as registry
 from qkv_autograde.grading.verdicts import setup_imports
 from qkv_edition.probe_exercises import Exercise, exercises, fits, quiet, solution_notebook  # noqa: F401 - named here
 from qkv_edition.probe_kernel import GLUES, LIBRARY, PREFIX, CandidateKernel, ProbeError  # noqa: F401 - here too
+from qkv_edition.probe_routes import ROUTES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,8 +152,9 @@ def run(library_folder, lessons, call_seconds=20, memory_bytes=2 << 30, pasted=N
     """Probe `library_folder` (holding a package `qkv`) against the hidden tests of `lessons` (slugs or numbers).
 
     `pasted`: code a student would paste into a notebook cell, run in the kernel's globals; each callable it defines
-    is a candidate too, named pasted.<name>. `glued`: each candidate is also tried behind every glue of GLUES (named
-    "<candidate> <glue>"), unless it raised what a stub raises. Returns a Report; its `passing` is the finding."""
+    is a candidate too, named pasted.<name>; so is each function of probe_routes.ROUTES, named route.<name>. `glued`:
+    each candidate is also tried behind every glue of GLUES (named "<candidate> <glue>"), unless it raised what a
+    stub raises. Returns a Report; its `passing` is the finding."""
     lessons = [registry.lesson(lesson).slug for lesson in ([lessons] if isinstance(lessons, str) else lessons)]
     report = Report()
     started = time.monotonic()
@@ -165,7 +167,7 @@ def run(library_folder, lessons, call_seconds=20, memory_bytes=2 << 30, pasted=N
         solutions[lesson] = [imports, *sources]
     kernel = CandidateKernel(library_folder, call_seconds=call_seconds, memory_bytes=memory_bytes, log=log)
     try:
-        catalogue = kernel.start(pasted=pasted, solutions=solutions if controls else None)
+        catalogue = kernel.start(pasted=pasted, solutions=solutions if controls else None, routes=ROUTES)
         report.isolation = kernel.walls.mode
         report.qkv_file = catalogue["qkv_file"]
         report.import_failures = [tuple(failure) for failure in catalogue["failures"]]

@@ -214,12 +214,13 @@ _qkv_probe_catalogue = _qkv_probe_setup(FOLDER)
 del _qkv_probe_setup
 '''
 
-# The student's pasted code (candidates named pasted.<name>): run as a notebook cell would, in the kernel's globals.
+# The student's pasted code (candidates named pasted.<name>), and the routes of qkv_edition.probe_routes (named
+# route.<name>): run as a notebook cell would, in the kernel's globals.
 KERNEL_PASTED = r'''
 _qkv_probe_before = set(globals())
 exec(compile(PASTED, "<pasted>", "exec"), globals())
 _qkv_probe_catalogue["candidates"] += [
-    [_qkv_probe_name, "pasted." + _qkv_probe_name, _qkv_probe_signature(globals()[_qkv_probe_name])]
+    [_qkv_probe_name, NAMED + _qkv_probe_name, _qkv_probe_signature(globals()[_qkv_probe_name])]
     for _qkv_probe_name in list(globals())
     if _qkv_probe_name not in _qkv_probe_before and not _qkv_probe_name.startswith("_qkv_probe_")
     and callable(globals()[_qkv_probe_name]) and not isinstance(globals()[_qkv_probe_name], type)
@@ -348,11 +349,12 @@ class CandidateKernel:
         self.catalogue = None
         self.solution_failures = []
 
-    def start(self, pasted=None, solutions=None):
+    def start(self, pasted=None, solutions=None, routes=None):
         self.kernel.start()
         self._run(KERNEL_SETUP.replace("FOLDER", repr(self.folder)), "the probe's set-up")
-        if pasted:
-            self._run(KERNEL_PASTED.replace("PASTED", repr(pasted)), "the pasted code")
+        for source, named, what in ((routes, "route.", "the probe's routes"), (pasted, "pasted.", "the pasted code")):
+            if source:
+                self._run(KERNEL_PASTED.replace("NAMED", repr(named)).replace("PASTED", repr(source)), what)
         self._run(KERNEL_GLUE.replace("GLUES", repr(GLUES)).replace("SECONDS", repr(PRESCREEN_SECONDS)),
                   "the candidates' glue")
         if solutions:

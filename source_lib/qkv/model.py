@@ -5,18 +5,17 @@
     out = forward(model, ids, return_weights=True)   # out.logits [T, vocab], out.weights[layer] [H_q, T, T]
     decode(model, generate(model, ids, 5))           # greedy continuation
 
-Architecture (every number is read from the GGUF metadata, none is hard-coded): token
-embedding -> n_layers x [RMSNorm -> grouped-query self-attention with RoPE -> residual ->
-RMSNorm -> SwiGLU MLP -> residual] -> RMSNorm -> logits through the (tied) embedding matrix.
+Architecture (every number read from the GGUF metadata): token embedding -> n_layers x [RMSNorm -> grouped-query
+self-attention with RoPE -> residual -> RMSNorm -> SwiGLU MLP -> residual] -> RMSNorm -> logits by the tied embedding.
 
-Weights come from the Q4_1 GGUF that `qkv.fetch` downloads (read by `qkv.gguf_weights`). Matrices are
-stored here as [d_in, d_out] so every projection reads `x @ W`, like the lessons' W_Q [d_model, d_k].
-The same model with a key/value cache, one new token at a time, is `qkv.kv_cache` (lesson 07).
+Weights come from the Q4_1 GGUF that `qkv.fetch` downloads (read by `qkv.gguf_weights`), stored as [d_in, d_out] so
+every projection reads `x @ W`, like the lessons' W_Q [d_model, d_k]. With a key/value cache: `qkv.kv_cache`.
 
-Its attention (layer_attention, a whole layer's from its input x) is built from lessons 01-04's functions
-(qkv.attention.attention_weights), never a copy of them: the lessons that run the model (05-07) come after those
-are handed out, and in an earlier week the model runs through their stubs (issue 41). A lesson plugs its own
-attention in with `attention=`; a wrapper of the model's own wraps own_attention (qkv.own_attention says why).
+Its attention (layer_attention) is built from lessons 01-04's functions (qkv.attention.attention_weights), never a
+copy (in an earlier week the model runs through their stubs), and answers only SmolLM2's own query, key and value
+projections, the arrays load() returned (qkv.own_weights): on a made-up layer it would be lesson 05's open exercise
+(issue 41). A lesson plugs its own attention in with `attention=`, on any weights; a wrapper of the model's own
+wraps own_attention (qkv.own_attention says why).
 
     python -m qkv.model          # fetch the GGUF if needed and build its float32 cache (make model)
 """
@@ -33,7 +32,7 @@ from typing import NamedTuple
 import numpy as np
 from tokenizers import Tokenizer
 
-from qkv import fetch, gguf_weights, model_cache
+from qkv import fetch, gguf_weights, model_cache, own_weights
 from qkv.attention import attention_weights
 from qkv.fetch import GGUF_SHA256, is_verified, model_path
 from qkv.own_attention import own_attention, running  # noqa: F401 - own_attention is qkv.model.own_attention
@@ -152,6 +151,7 @@ def layer_attention(x, layer, config, cos, sin, mask=None, grow=None, return_wei
     # the lessons' own attention_weights (no copy of softmax here: in a week where one is open, it runs its stub);
     # query heads that share a key/value head sit side by side, q [H_kv, group, n, d_head], and read it by broadcasting.
     # heads=True: out is every head's output before W_o, [H_q, n, d_head] (what own_attention hands a wrapper)
+    own_weights.require_own_projections(layer)   # SmolLM2's own attn_norm, W_q, W_k, W_v only (qkv.own_weights)
     q, k, v = attention_inputs(x, layer, config, cos, sin)
     k, v = (k, v) if grow is None else grow(k, v)
     n, (n_kv, T, d) = len(x), k.shape
@@ -358,22 +358,22 @@ def _load(gguf_path):
         try:
             gguf_weights.write_cache(folder, gguf_path, config, tokenizer, arrays)
             cached = gguf_weights.read_cache(folder, gguf_path, Config)
-        except OSError:  # read-only cache folder: keep the arrays in memory instead
+        except OSError:  # read-only cache folder: keep the arrays in memory instead, as unwritable as memory maps
             pass
         if cached is None:
-            cached = config, tokenizer, arrays
-    # only the verified download's read-only memory maps (model_cache.trust checks they can never be written)
-    return model_cache.trust(_assemble(*cached), f"{GGUF_SHA256}/float32 format {gguf_weights.CACHE_FORMAT}") \
-        if is_verified(gguf_path) else _assemble(*cached)
+            cached = config, tokenizer, own_weights.frozen(arrays)
+    model = _assemble(*cached)
+    # only the verified download's arrays, never writeable (model_cache.trust checks), are cached and SmolLM2's own
+    return own_weights.adopt(model_cache.trust(model, f"{GGUF_SHA256}/float32 format {gguf_weights.CACHE_FORMAT}")) \
+        if is_verified(gguf_path) else model
 
 
 def load(path=None):
     """The model from `path` (default: the verified download, see `qkv.fetch`).
 
-    The first load dequantizes the GGUF (~5-10 s) and saves float32 arrays next to it
-    (~0.5 GB; `python -m qkv.model` does this already); later loads memory-map them and take
-    ~0.2 s. Repeated calls in one process return the same Model. The arrays are read-only:
-    copy one (`W = layer.W_q.copy()`) to experiment with it.
+    The first load dequantizes the GGUF (~5-10 s) and saves float32 arrays next to it (~0.5 GB; `python -m qkv.model`
+    does this already); later loads memory-map them and take ~0.2 s. Repeated calls return the same Model. Its arrays
+    are read-only: experiment on a copy (`layer.W_q.copy()`; of attn_norm, W_q, W_k or W_v, with your attention=).
     """
     path = Path(model_path() if path is None else path).expanduser().resolve()
     require(path.is_file(), f"no model file at {path}; run `python -m qkv.fetch` (or `make model`)")
@@ -393,7 +393,7 @@ def main() -> int:
 # The functions forward runs through, as imported: a notebook that replaces one computes with its own, uncached
 # (forward(..., attention=own_attention), or qkv.heads.grouped_query_attention, is cached too).
 model_cache.watch(*(importlib.import_module(f"qkv.{name}")
-                    for name in ("model", "own_attention", "heads", "attention", "masking", "shapes")))
+                    for name in ("model", "own_attention", "own_weights", "heads", "attention", "masking", "shapes")))
 
 
 if __name__ == "__main__":

@@ -12,9 +12,8 @@ A result is used only when nothing of the caller's is in the computation:
 - the weights are the ones `qkv.model.load` returned: the same Weights object, whose arrays are read-only memory
   maps of the float32 cache (numpy refuses to make them writeable, so nothing can change them in place); a
   Model built around other arrays, or another config, is not that object;
-- every function of the modules forward runs through (qkv.model, own_attention, heads, attention, masking, shapes)
-  and of numpy
-  is the one imported with qkv.model: a notebook that replaces one computes with its own.
+- every function of the modules forward runs through (qkv.model, own_attention, own_weights, heads, attention,
+  masking, shapes) and of numpy is the one imported with qkv.model: a notebook that replaces one computes with its own.
 The key also hashes the source of those modules (a changed model, or a grading kernel's view that withholds one
 of them, never reads an older result) and the BLAS library, CPU kernel and thread count: OpenBLAS's sgemm rounds
 differently with 1 and 2 threads (measured: |difference| up to 9e-5 on SmolLM2's projections), and the result
@@ -108,6 +107,12 @@ def trust(model, weights_tag):
     if all(_never_writeable(array) for array in arrays):
         _trusted[id(model.weights)] = (model.weights, weights_tag)
     return model
+
+
+def is_trusted(model):
+    """Whether `model` is one trust() took: its weights are what load() returned, every array never writeable."""
+    trusted = _trusted.get(id(getattr(model, "weights", None)))
+    return trusted is not None and trusted[0] is model.weights
 
 
 def _arrays(weights):

@@ -6,7 +6,9 @@ ships it hands that exercise out. own_attention is bound to the model instead: q
 layer it is computing (`running`) before it calls the attention it was given, and own_attention answers only for
 that layer's own q, k, v and mask (the very arrays, or arrays of exactly their values), with the model's own head
 outputs [H_q, T, d_head] (qkv.model.layer_attention before W_o). Anywhere else it raises NotTheModelsAttention: it
-computes no attention of its own, so no input of a student's own choosing gets one out of it.
+computes no attention of its own, so no input of a student's own choosing gets one out of it. The same principle one
+level down (qkv.own_weights): the model's own attention answers only SmolLM2's own query, key and value projections,
+so a forward pass through a made-up layer does not turn own_attention into grouped_query_attention either.
 
 Imports nothing of qkv.model (which imports this): the layer's computation comes in, bound, with `running`.
 """

@@ -61,7 +61,9 @@ TWINS = {
 # does now: lesson 06 ran SmolLM2 with heads ablated through lesson 05's grouped_query_attention, which on one query
 # is lesson 07's attention_step, so weeks 06 and 07 handed that exercise out; it ablates the model's own attention
 # now (qkv.model.own_attention, which answers only inside the model's forward pass) and its checks wrap
-# qkv.sinks.stand_in_attention (issue 41). tests/test_edition_answers.py allows whatever this table names to pass.
+# qkv.sinks.stand_in_attention (issue 41). SmolLM2's attention (qkv.model.layer_attention) is no twin: it answers
+# only SmolLM2's own projections (qkv.own_weights), not a made-up layer's, so no q, k, v of a student's choosing.
+# tests/test_edition_answers.py allows whatever this table names to pass.
 NEEDED_BY = {}
 
 
