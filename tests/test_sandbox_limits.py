@@ -240,26 +240,26 @@ def test_a_message_too_large_for_the_grader_is_dropped_unread_named_and_the_kern
 
 SEES_ITS_OWN_CALL = """
 def call_as_seen(x):
-    # what the kernel received: the length of the cell's source, and the argument whole
-    return [len(get_ipython().kernel.get_parent()["content"]["code"]), float(x.sum()), x.shape[0]]
+    # what the kernel received: the type of the message that carried the call, and the argument whole
+    return [get_ipython().kernel.get_parent()["header"]["msg_type"], float(x.sum()), x.shape[0]]
 """
 
 
 @pytest.mark.parametrize("route", ["fresh", "forked"])
-def test_a_calls_arguments_travel_beside_its_one_line_cell_however_large_and_uncounted(route, request):
+def test_a_call_travels_in_a_message_of_its_own_not_a_cell_however_large_and_uncounted(route, request):
     # IPython hashes, transforms, parses and echoes a cell's source in pure Python: arguments written into the
-    # source cost the kernel about 0.6 CPU-s per MiB, so they travel in the execute request's metadata instead
+    # source cost the kernel about 0.6 CPU-s per MiB, so a call is no cell at all: a message of its own (wire.listen)
     import numpy as np
     from qkv import wire
 
     with started_kernel(route, request) as kernel:
         cell = nbformat.v4.new_code_cell(SEES_ITS_OWN_CALL)
         assert kernel.run_cell(cell, 0) == "ok", cell.outputs
-        code_length, total, n = kernel.get("call_as_seen")(np.ones(1 << 20))  # 8 MiB
+        carried_by, total, n = kernel.get("call_as_seen")(np.ones(1 << 20))  # 8 MiB
         after = nbformat.v4.new_code_cell("print('next')")
         assert kernel.run_cell(after, 1) == "ok", after.outputs
     assert (total, n) == (float(1 << 20), 1 << 20)
-    assert code_length == len(wire.SERVE_SOURCE) < 100
+    assert carried_by == wire.REQUEST_TYPE
     # the calls are silent: the notebook's cells are numbered as if the grader had made none (In [1], In [2])
     assert (cell.execution_count, after.execution_count) == (1, 2)
 

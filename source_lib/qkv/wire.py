@@ -5,10 +5,11 @@ A reply decodes in the grader only to data (numbers, strings, numeric arrays, co
 checked fields) and to handles; it never names a function, module or class to resolve, and its size is bounded.
 
 During autograding the test cells run in the grader's own process; the student's functions stay in the
-student's kernel. The grader asks the kernel to run `serve(globals())` and attaches the request to that execute
-request's metadata (REQUEST_KEY), never to its source: IPython hashes, transforms, parses and echoes a cell's source
-in pure Python, which cost about 0.6 CPU-s per MiB of arguments. The kernel calls the function and answers with
-plain data: JSON with numpy arrays as raw bytes, tuples and dicts. Nothing is ever unpickled.
+student's kernel. Each kernel runs `listen` once, and then answers the grader's requests, each a shell message of
+its own type (REQUEST_TYPE), never a cell: IPython hashes, transforms, parses and echoes a cell's source in pure
+Python, which cost about 0.6 CPU-s per MiB of arguments, and its cell machinery two thirds of a call's CPU in the
+kernel. The kernel calls the function and answers with plain data: JSON with numpy arrays as raw bytes, tuples and
+dicts. Nothing is ever unpickled.
 
 The two directions are decoded differently. A request (grader -> kernel, `decode`) may also carry what the tests
 hand a student's function: qkv's module-level functions and value types by name, partials of them, a random
@@ -106,14 +107,16 @@ def _checked_error(description):
 
 # ---------------------------------------------------------------- the kernel's side
 
-REQUEST_KEY = "qkv_request"  # where the grader puts a request: the metadata of the execute request running serve
-SERVE_SOURCE = "__import__('qkv.wire', fromlist=['serve']).serve(globals())"  # that cell's whole source
-ANSWER_PAYLOAD = "qkv.wire"  # the `source` of the execute reply's payload entry that carries the answer
+REQUEST_TYPE = "qkv_wire_request"  # the shell message a request travels in, answered by the handler `listen` adds
+REPLY_TYPE = "qkv_wire_reply"      # its answer, on the shell channel too
+LISTEN_SOURCE = "__import__('qkv.wire', fromlist=['listen']).listen(get_ipython())"  # run once in each kernel
 
 
-def serve(namespace):
-    """Run the grader's request that came with this cell's execute request, in the student's kernel, and give the
-    answer in that request's execute reply.
+def listen(shell):
+    """From now on, answer the grader's requests in this kernel: a handler of their own message type (REQUEST_TYPE)
+    on the kernel's shell channel, so that a call is not a cell. IPython's cell machinery (transforming, compiling
+    and hashing a source, its hooks, the flushes of an execute request) was two thirds of a call's CPU in the
+    kernel, for a one-line cell (issue 45).
 
     request: {"op": "call", "target": name or handle id, "args": [...], "kwargs": {...}, "measure": bool}
           or {"op": "call", "target": ..., "staged": id}: the arguments a "stage" request sent ahead;
@@ -124,21 +127,48 @@ def serve(namespace):
           or {"op": "get", "name": name}: a global of the notebook, as plain data or a handle.
     What this kernel measures of itself ("seconds", and "peak_bytes" with measure) is shown at most, never graded.
 
-    The answer travels in the reply's payload (IPython's payload manager), on the shell channel: never with what
-    the call printed, which goes out on iopub and may be cut there. A function that prints 40 MiB a call has its
-    print refused by the grader's socket, and its answer still arrives. An answer longer than the grader accepts
-    (REPLY_LIMITS.text_chars) is not sent: its length is, so that it is refused by name rather than dropped unread.
-    What the call prints is cut here too, past the request's "printed_chars" (the grader's cap, which it keeps
-    either way): such a function does not spend its time sending text the grader drops.
+    The answer travels in the reply (REPLY_TYPE, {"answer": JSON text}), on the shell channel: never with what the
+    call printed, which goes out on iopub as a cell's prints do, and may be cut there. A function that prints 40 MiB
+    a call has its print refused by the grader's socket, and its answer still arrives. An answer longer than the
+    grader accepts (REPLY_LIMITS.text_chars) is not sent: its length is ({"oversized": n}), so that it is refused by
+    name rather than dropped unread; a request that could not be served at all is answered {"failed": why}. What the
+    call prints is cut here too, past the request's "printed_chars" (the grader's cap, which it keeps either way):
+    such a function does not spend its time sending text the grader drops.
     """
-    from IPython import get_ipython
+    kernel = shell.kernel
 
-    shell = get_ipython()
-    request = shell.kernel.get_parent()["metadata"][REQUEST_KEY]
-    with _printing_capped(request.get("printed_chars")):
-        answer = _answer(request, namespace)
-    entry = {"answer": answer} if len(answer) <= REPLY_LIMITS.text_chars else {"oversized": len(answer)}
-    shell.payload_manager.write_payload({"source": ANSWER_PAYLOAD, **entry})
+    def handle(stream, ident, parent):
+        try:
+            entry = _serve(parent["content"], shell)
+        except BaseException as error:  # whatever happens, the grader gets an answer and the kernel goes on
+            entry = {"failed": _text_of(error)[:500]}
+        kernel.session.send(stream, REPLY_TYPE, {"status": "ok", **entry}, parent, ident=ident)
+
+    kernel.shell_handlers[REQUEST_TYPE] = handle
+
+
+def _serve(request, shell):
+    with shell.builtin_trap, _printing_capped(request.get("printed_chars")):  # builtins as in a cell
+        answer = _answer(request, shell.user_ns)
+    _show_figures(shell)
+    return {"answer": answer} if len(answer) <= REPLY_LIMITS.text_chars else {"oversized": len(answer)}
+
+
+def _show_figures(shell):
+    """The figures a call left open are shown and closed after it, as after a cell (the inline backend's
+    post_execute hook): else they would show up in the notebook's next cell."""
+    import sys
+
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None and pyplot.get_fignums():
+        shell.events.trigger("post_execute")
+
+
+def _text_of(error):
+    try:
+        return f"{type(error).__name__}: {error}"
+    except BaseException:
+        return type(error).__name__
 
 
 class _CappedStream:

@@ -35,8 +35,8 @@ class BoundedOutputClient(NotebookClient):
     """nbclient with a cap on what one cell may print, applied as each message arrives: a print loop must not fill
     the grader's memory.
 
-    During a call from a test (`answer_chars` set) the kernel's answer comes in the call's execute reply, on the
-    shell channel (qkv.wire.serve), apart from what the call prints, which comes on iopub: cutting the print, or
+    During a call from a test (`answer_chars` set) the kernel's answer comes in the request's reply, on the shell
+    channel (qkv.wire.listen), apart from what the call prints, which comes on iopub: cutting the print, or
     losing the iopub connection to a message over the socket's limit (bounded_client.py), never drops the answer.
     The answer has a budget of its own (wire.REPLY_LIMITS): one past it is refused, and `answer_refused` says how
     big it was. An iopub connection dropped while a cell runs ends the wait for its output (the rest of it, and the
@@ -55,6 +55,7 @@ class BoundedOutputClient(NotebookClient):
         self.answer_chars = None     # set by StudentKernel.request for the length of one call
         self.answer = None           # the call's answer (JSON text), from its execute reply
         self.answer_refused = None   # characters of an answer over answer_chars
+        self.answer_failed = None    # why the kernel could not serve the request, in its words (bounded)
         self.call_truncated = False  # the call printed more than output_bytes
         self.request = None          # a qkv.wire request for the next cell's execute request to carry
 
@@ -86,22 +87,23 @@ class BoundedOutputClient(NotebookClient):
                     return
 
     def take_reply(self, reply):
-        """During a call, its answer from the execute reply's payload (wire.ANSWER_PAYLOAD), within answer_chars."""
-        if self.answer_chars is None or not isinstance(reply, dict):
+        """During a call, its answer from the kernel's reply (qkv.wire.REPLY_TYPE), within answer_chars."""
+        if self.answer_chars is None or not isinstance(reply, dict) or reply.get("msg_type") != wire.REPLY_TYPE:
             return
-        payload = reply.get("content", {}).get("payload")
-        for entry in payload if isinstance(payload, list) else ():
-            if not isinstance(entry, dict) or entry.get("source") != wire.ANSWER_PAYLOAD:
-                continue
-            answer, oversized = entry.get("answer"), entry.get("oversized")
-            if isinstance(answer, str) and len(answer) <= self.answer_chars:
-                self.answer = answer
-            elif isinstance(answer, str):
-                self.answer_refused = len(answer)
-            elif isinstance(oversized, int) and not isinstance(oversized, bool) and oversized > 0:
-                self.answer_refused = oversized
-            else:
-                self.answer_refused = len(json.dumps(answer, default=str))
+        entry = reply.get("content")
+        if not isinstance(entry, dict):
+            return
+        answer, oversized, failed = entry.get("answer"), entry.get("oversized"), entry.get("failed")
+        if isinstance(answer, str) and len(answer) <= self.answer_chars:
+            self.answer = answer
+        elif isinstance(answer, str):
+            self.answer_refused = len(answer)
+        elif isinstance(oversized, int) and not isinstance(oversized, bool) and oversized > 0:
+            self.answer_refused = oversized
+        elif isinstance(failed, str):
+            self.answer_failed = failed[:500]
+        elif answer is not None:
+            self.answer_refused = len(json.dumps(answer, default=str))
 
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})

@@ -109,6 +109,10 @@ class StudentKernel:
                 self.close()
         else:
             raise self.FailedToStart("; ".join(failures))
+        # the grader's requests are answered by a handler of the kernel's own (qkv.wire.listen), added silently: the
+        # notebook's cells keep their numbers
+        self.client.kc.silent_next_cell = True
+        self._execute(code_cell(wire.LISTEN_SOURCE), self.RPC_INDEX, self.cell_seconds, store_history=False)
         if self.preamble:
             self._execute(code_cell(self.preamble), self.RPC_INDEX, self.cell_seconds, store_history=False)
 
@@ -213,15 +217,16 @@ class StudentKernel:
 
     def request(self, payload):
         """Send one qkv.wire request; the decoded answer dict, or raise TimeoutError / KernelDied."""
-        scratch = code_cell(wire.SERVE_SOURCE)
+        scratch = code_cell(wire.REQUEST_TYPE)  # where its printed output lands; the request is sent in its place
         what = (f"a call to {str(payload.get('target'))[:wire.NAME_CHARS]}" if payload.get("op") == "call"
                 else f"reading {str(payload.get('name'))[:wire.NAME_CHARS]}")
         client = self.client
         previous = client.output_bytes
         client.output_bytes, client.answer_chars = self.call_output_bytes, wire.REPLY_LIMITS.text_chars
-        client.answer, client.answer_refused, client.call_truncated = None, None, False
-        # sent with the cell's execute request, not in its source; the kernel cuts what the call prints at the cap
-        # too (qkv.wire.serve), which the client keeps whatever the kernel does
+        client.answer = client.answer_refused = client.answer_failed = None
+        client.call_truncated = False
+        # sent in place of the cell (bounded_client.BoundedKernelClient.execute); the kernel cuts what the call
+        # prints at the cap too (qkv.wire.listen), which the client keeps whatever the kernel does
         client.request = {**payload, "printed_chars": self.call_output_bytes}
         try:
             status, limit = self._execute(scratch, self.RPC_INDEX, self.call_seconds, store_history=False)
@@ -248,9 +253,10 @@ class StudentKernel:
             raise self._refused(wire.OversizedReply(f"an answer of {client.answer_refused >> 20} MiB (at most "
                                                     f"{wire.REPLY_LIMITS.text_chars >> 20} MiB), dropped on arrival"),
                                 what)
-        if client.answer is None:  # it comes in the call's execute reply (bounded_output.take_reply)
+        if client.answer is None:  # it comes in the request's reply (bounded_output.take_reply)
             errors = [f"{o.get('ename')}: {o.get('evalue')}" for o in scratch.outputs
-                      if o.get("output_type") == "error"]
+                      if o.get("output_type") == "error"] + [client.answer_failed or ""]
+            errors = [e for e in errors if e]
             raise KernelDied("the kernel did not answer the grader's call"
                              + (f" ({errors[-1][:500]})" if errors else "")
                              + "; was qkv or IPython changed by the notebook?")
