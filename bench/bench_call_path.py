@@ -8,9 +8,9 @@ functions in it (its first cell, its key cell and its solution cells), and measu
   * echo: N calls of a function that returns its small argument: the machinery alone, per call, split into the
     grader's process (process_time: all its threads) and the kernel's process tree (/proc utime + stime);
   * tests: the lesson's test cells (visible and hidden) run as the grader runs them (verdicts.run_test_cell, the
-    draws of one student), the calls counted; then the same cells with the same draws run here against the
-    student's functions defined in this process (tests/lessons.student): the students' own compute and the tests'
-    own checks. Their difference is what the call machinery costs per submission.
+    draws of one student), the round trips counted. The machinery is the grader's CPU inside RemoteFunction.call and
+    StudentKernel.get (encoding, sending, waiting, decoding), plus the kernel's CPU less what the student's functions
+    took (each wrapped, in the kernel, to add up the process's CPU during its calls): per submission and per trip.
 
 With --profile, the echo calls are profiled too (cProfile in the grader, and in the kernel, which a cell switches
 on in its own main thread) and the functions that cost most printed. Prints; asserts nothing.
@@ -18,7 +18,6 @@ on in its own main thread) and the functions that cost most printed. Prints; ass
     python bench/bench_call_path.py [LESSON=07-cost] [--calls N=300] [--repeats R=3] [--profile]
 """
 import argparse
-import contextlib
 import cProfile
 import io
 import os
@@ -51,17 +50,59 @@ class Meter:
         return time.process_time(), process_tree_cpu_seconds(self.kernel_pid)
 
 
-def counting_requests(kernel):
-    """Wrap kernel.request to count the round trips by op; returns the counter."""
-    counts = {}
-    plain_request = kernel.request
+class Spent:
+    """CPU seconds of this process spent inside the grader's call machinery (RemoteFunction.call, StudentKernel.get:
+    encoding, sending, waiting, decoding), and the round trips they made, by op."""
 
-    def request(payload):
-        counts[payload.get("op")] = counts.get(payload.get("op"), 0) + 1
-        return plain_request(payload)
+    def __init__(self):
+        self.seconds, self.trips = 0.0, {}
 
-    kernel.request = request
-    return counts
+    def __enter__(self):
+        self.saved = [(cls, name, getattr(cls, name)) for cls, name in
+                      ((student_kernel.RemoteFunction, "call"), (student_kernel.StudentKernel, "get"),
+                       (student_kernel.StudentKernel, "request"))]
+        for cls, name, method in self.saved:
+            setattr(cls, name, self._timed(method) if name != "request" else self._counted(method))
+        return self
+
+    def __exit__(self, *exc):
+        for cls, name, method in self.saved:
+            setattr(cls, name, method)
+
+    def _timed(self, method):
+        def timed(*args, **kwargs):
+            started = time.process_time()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.seconds += time.process_time() - started
+        return timed
+
+    def _counted(self, method):
+        def counted(kernel, payload):
+            self.trips[payload.get("op")] = self.trips.get(payload.get("op"), 0) + 1
+            return method(kernel, payload)
+        return counted
+
+
+# in the kernel: each function the notebook defined, wrapped to add up the CPU its calls take (the whole process's:
+# BLAS threads count too; the kernel's own threads are idle while the student's code runs)
+TIME_STUDENT_FUNCTIONS = """
+import functools as _f, time as _t, types as _y
+_qkv_bench_spent = [0.0]
+def _qkv_bench_timed(function):
+    @_f.wraps(function)
+    def timed(*args, **kwargs):
+        started = _t.process_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _qkv_bench_spent[0] += _t.process_time() - started
+    return timed
+for _name, _value in list(globals().items()):
+    if isinstance(_value, _y.FunctionType) and _value.__module__ == "__main__" and not _name.startswith("_"):
+        globals()[_name] = _qkv_bench_timed(_value)
+"""
 
 
 def solved_cells(lesson):
@@ -81,21 +122,6 @@ def run_tests_in_kernel(lesson, kernel, namespace):
         cell = nbformat.from_dict(dict(cell, outputs=[]))
         with qkv_grading.draws_of(lesson, STUDENT):
             passed += verdicts.run_test_cell(cell, kernel, namespace)
-    return passed
-
-
-def run_tests_here(lesson, grader_names, student_names):
-    """The same test cells, with the same draws, against the student's functions defined in this process."""
-    passed = 0
-    for cell in test_cells(lesson):
-        names = dict(student_names)
-        names.update(grader_names)
-        with qkv_grading.draws_of(lesson, STUDENT), contextlib.redirect_stdout(io.StringIO()):
-            try:
-                exec(compile(cell.source, "<test cell>", "exec"), names)
-                passed += 1
-            except Exception:
-                pass
     return passed
 
 
@@ -158,25 +184,22 @@ def main():
             print(f"--- the grader, {options.calls} echo calls, by own time")
             print(out.getvalue())
 
-        source = lessons.read(lesson)
-        grader_names = verdicts.grader_namespace(source)
-        student_names = lessons.student(lesson)
+        kernel.run_cell(nbformat.v4.new_code_cell(TIME_STUDENT_FUNCTIONS), 0)
+        grader_names = verdicts.grader_namespace(lessons.read(lesson))
         for _ in range(options.repeats):
-            counts = counting_requests(kernel)
-            grader0, kernel0 = meter.read()
-            passed_there = run_tests_in_kernel(lesson, kernel, grader_names)
-            grader1, kernel1 = meter.read()
-            del kernel.request  # the instance's wrapper: back to the class's method
-            here0 = time.process_time()
-            passed_here = run_tests_here(lesson, grader_names, student_names)
-            here = time.process_time() - here0
-            there = (grader1 - grader0) + (kernel1 - kernel0)
-            n = sum(counts.values())
-            print(f"tests: {passed_there}/{len(test_cells(lesson))} passed graded, {passed_here} run here; "
-                  f"{n} round trips ({', '.join(f'{op} {k}' for op, k in sorted(counts.items()))}); "
-                  f"graded {there:.3f} CPU-s (grader {grader1 - grader0:.3f}, kernel {kernel1 - kernel0:.3f}), "
-                  f"here {here:.3f}: the machinery {there - here:.3f} CPU-s a submission, "
-                  f"{(there - here) * 1e3 / max(n, 1):.2f} ms a round trip")
+            student_before = kernel.get("_qkv_bench_spent")[0]
+            with Spent() as spent:
+                grader0, kernel0 = meter.read()
+                passed = run_tests_in_kernel(lesson, kernel, grader_names)
+                grader1, kernel1 = meter.read()
+            student = kernel.get("_qkv_bench_spent")[0] - student_before
+            n = sum(spent.trips.values())
+            machinery = spent.seconds + (kernel1 - kernel0) - student
+            print(f"tests: {passed}/{len(test_cells(lesson))} passed; {n} round trips "
+                  f"({', '.join(f'{op} {k}' for op, k in sorted(spent.trips.items()))}); CPU-s: grader "
+                  f"{grader1 - grader0:.3f} (in the calls {spent.seconds:.3f}), kernel {kernel1 - kernel0:.3f} "
+                  f"(the student's functions {student:.3f}): the machinery {machinery:.3f} CPU-s a submission, "
+                  f"{machinery * 1e3 / max(n, 1):.2f} ms a round trip")
     finally:
         kernel.close()
         template.close()

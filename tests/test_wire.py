@@ -46,6 +46,10 @@ class ScriptedClient(student_kernel.BoundedOutputClient):
         self.clear_before_next_output = False
         self.replies = list(replies)
 
+    def call(self, cell, index, request, timeout):
+        self.execute_cell(cell, index)
+        return "ok"
+
     def execute_cell(self, cell, index, store_history=True):
         self.last_cell = cell
         for message in self.replies.pop(0):

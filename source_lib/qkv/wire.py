@@ -145,6 +145,11 @@ def listen(shell):
         kernel.session.send(stream, REPLY_TYPE, {"status": "ok", **entry}, parent, ident=ident)
 
     kernel.shell_handlers[REQUEST_TYPE] = handle
+    import logging
+
+    # its one handler shows warnings and worse; at DEBUG, as ipykernel leaves it, each message made (and dropped) four
+    # debug records
+    kernel.log.setLevel(max(kernel.log.getEffectiveLevel(), logging.WARNING))
 
 
 def _serve(request, shell):

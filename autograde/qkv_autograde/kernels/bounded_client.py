@@ -31,24 +31,15 @@ class BoundedKernelClient(AsyncKernelClient):
         super().__init__(**kwargs)
         self._monitors = {}  # channel -> (its monitor socket, the same socket read without an event loop)
         self._dropped = {}   # channel -> disconnections seen by `dropped` and not yet reconnected
-        self.request_for_next_cell = None  # a qkv.wire request sent in place of the next cell
         self.silent_next_cell = False
 
     def execute(self, code, *args, **kwargs):
-        """jupyter_client's execute; or, when a wire request is pending, that request sent instead of the cell, as a
-        shell message of its own type (qkv.wire.REQUEST_TYPE), which the handler qkv.wire.listen added answers
-        without IPython's cell machinery. A request is not a cell: the kernel counts only the notebook's cells, so how
-        many calls a test made (its random draw) does not shift the In [n] of every later cell on the feedback page.
-        `silent_next_cell` runs the next cell silently (the grader's own set-up: it is not counted either)."""
-        request, self.request_for_next_cell = self.request_for_next_cell, None
+        """jupyter_client's execute; silent when `silent_next_cell` is set (the grader's own set-up, such as
+        qkv.wire.listen: the kernel counts only the notebook's cells, so the feedback page numbers them In [1] ...)."""
         if self.silent_next_cell:
             self.silent_next_cell = False
             kwargs["silent"] = True
-        if request is None:
-            return super().execute(code, *args, **kwargs)
-        message = self.session.msg(wire.REQUEST_TYPE, request)
-        self.shell_channel.send(message)
-        return message["header"]["msg_id"]
+        return super().execute(code, *args, **kwargs)
 
     def _context_default(self):
         context = super()._context_default()

@@ -189,7 +189,8 @@ class StudentKernel:
             self.restart(f"after it died in cell {index}")
         return status
 
-    def _execute(self, cell, index, cap, store_history=True):
+    def _execute(self, cell, index, cap, store_history=True, request=None):
+        """Run `cell`, or send the wire `request` (its printed output lands in `cell`): (status, the time limit)."""
         limit = max(0.0, min(cap, self.remaining()))
         if limit <= 0:
             return "budget", limit
@@ -199,7 +200,12 @@ class StudentKernel:
         while len(slots) <= max(index, 0):
             slots.append(code_cell(""))
         try:
-            self.client.execute_cell(cell, index, store_history=store_history)
+            if request is not None:
+                status = self.client.call(cell, index, request, self.client.timeout)
+                if status != "ok":
+                    return status, limit
+            else:
+                self.client.execute_cell(cell, index, store_history=store_history)
         except CellTimeoutError:
             return "timeout", limit
         except DeadKernelError:
@@ -225,13 +231,13 @@ class StudentKernel:
         client.output_bytes, client.answer_chars = self.call_output_bytes, wire.REPLY_LIMITS.text_chars
         client.answer = client.answer_refused = client.answer_failed = None
         client.call_truncated = False
-        # sent in place of the cell (bounded_client.BoundedKernelClient.execute); the kernel cuts what the call
-        # prints at the cap too (qkv.wire.listen), which the client keeps whatever the kernel does
-        client.request = {**payload, "printed_chars": self.call_output_bytes}
+        # the kernel cuts what the call prints at the cap too (qkv.wire.listen), which the client keeps whatever the
+        # kernel does
         try:
-            status, limit = self._execute(scratch, self.RPC_INDEX, self.call_seconds, store_history=False)
+            status, limit = self._execute(scratch, self.RPC_INDEX, self.call_seconds,
+                                          request={**payload, "printed_chars": self.call_output_bytes})
         finally:
-            client.output_bytes, client.answer_chars, client.request = previous, None, None
+            client.output_bytes, client.answer_chars = previous, None
         if status == "budget":
             raise TimeoutError(f"not run: the notebook used its whole grading time budget "
                                f"({self.budget_seconds:.0f} s)")
