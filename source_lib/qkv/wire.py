@@ -136,20 +136,97 @@ def listen(shell):
     such a function does not spend its time sending text the grader drops.
     """
     kernel = shell.kernel
+    # the handler: for a request ipykernel dispatches itself (it says it busy, flushes and says it idle around it)
+    kernel.shell_handlers[REQUEST_TYPE] = lambda stream, ident, parent: _reply(kernel, shell, stream, ident, parent,
+                                                                               announced=True)
+    dispatch = kernel.dispatch_shell
 
-    def handle(stream, ident, parent):
-        try:
-            entry = _serve(parent["content"], shell)
-        except BaseException as error:  # whatever happens, the grader gets an answer and the kernel goes on
-            entry = {"failed": _text_of(error)[:500]}
-        kernel.session.send(stream, REPLY_TYPE, {"status": "ok", **entry}, parent, ident=ident)
+    async def dispatch_shell(msg, /, subshell_id=None, *, concurrent=False):
+        """A request on the main shell is answered at once: no busy and idle status, no flushes when the call
+        printed nothing (their thread round trips were most of what a call still cost the kernel)."""
+        found = _own_request(kernel.session, msg) if subshell_id is None and not concurrent else None
+        if found is None:
+            return await dispatch(msg, subshell_id=subshell_id, concurrent=concurrent)
+        idents, request = found
+        kernel.set_parent(idents, request, channel="shell")  # what the call prints goes out as the request's
+        _reply(kernel, shell, _shell_socket(kernel), idents, request, announced=False)
 
-    kernel.shell_handlers[REQUEST_TYPE] = handle
+    kernel.dispatch_shell = dispatch_shell
     import logging
 
     # its one handler shows warnings and worse; at DEBUG, as ipykernel leaves it, each message made (and dropped) four
     # debug records
     kernel.log.setLevel(max(kernel.log.getEffectiveLevel(), logging.WARNING))
+
+
+def _own_request(session, msg):
+    """(identities, the message) if `msg` (raw frames) is a signed REQUEST_TYPE message, else None."""
+    try:
+        idents, frames = session.feed_identities(msg, copy=False)
+        if session.deserialize(frames, content=False, copy=False)["msg_type"] != REQUEST_TYPE:
+            return None  # (a look at its header only: ipykernel reads it again, and keeps its signature then)
+        return idents, session.deserialize(frames, content=True, copy=False)
+    except Exception:  # not a message this can read: ipykernel's to handle (and to report)
+        return None
+
+
+def _shell_socket(kernel):
+    """Where ipykernel sends a main-shell reply (its shell channel thread's socket when it has subshells)."""
+    if getattr(kernel, "_supports_kernel_subshells", False):
+        return kernel.shell_channel_thread.manager.get_subshell_to_shell_channel_socket(None)
+    return kernel.shell_stream
+
+
+def _reply(kernel, shell, socket, idents, parent, announced):
+    """Serve one request and send its reply. "printed": whether the grader must wait for the request's idle status
+    on iopub, which comes after what the call printed: always when ipykernel announced the request; else only
+    when the call wrote to sys.stdout or sys.stderr (then flushed here, and idle sent after them)."""
+    with _writes_counted() as writes:
+        try:
+            entry = _serve(parent["content"], shell)
+        except BaseException as error:  # whatever happens, the grader gets an answer and the kernel goes on
+            entry = {"failed": _text_of(error)[:500]}
+    printed = announced or writes[0] > 0
+    if printed and not announced:
+        import sys
+
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    kernel.session.send(socket, REPLY_TYPE, {"status": "ok", "printed": printed, **entry}, parent, ident=idents)
+    if printed and not announced:
+        kernel._publish_status("idle", "shell", parent)
+
+
+@contextlib.contextmanager
+def _writes_counted():
+    """Count the writes to this kernel's output streams (sys.stdout and sys.stderr as they are now, however the
+    student's code reaches them); a stream that cannot be watched counts as written to."""
+    import sys
+
+    count = [0]
+    watched = []
+    for stream in {id(s): s for s in (sys.stdout, sys.stderr) if s is not None}.values():
+        try:
+            stream.write = _counting(stream.write, count)
+            watched.append(stream)
+        except (AttributeError, TypeError):
+            count[0] += 1
+    try:
+        yield count
+    finally:
+        for stream in watched:
+            try:
+                del stream.write
+            except AttributeError:
+                count[0] += 1
+
+
+def _counting(write, count):
+    def counted(text):
+        count[0] += 1
+        return write(text)
+    return counted
 
 
 def _serve(request, shell):

@@ -97,6 +97,9 @@ class BoundedOutputClient(NotebookClient):
                 _, msg = kc.session.recv(shell)
                 if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
                     reply, deadline = msg, time.monotonic() + self.iopub_timeout
+                    content = msg.get("content")
+                    # a call that printed nothing sends no idle status (qkv.wire._reply): nothing to wait for
+                    idle = idle or not (isinstance(content, dict) and content.get("printed") is True)
             if iopub in ready:
                 _, msg = kc.session.recv(iopub)
                 if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
