@@ -30,7 +30,7 @@ import numpy as np
 from qkv.peak_memory import traced_peak
 from qkv.wire_codec import (  # noqa: F401 (the public names every caller reads as qkv.wire.<name>)
     ERROR_CHARS, HANDLE_ID, MIME, NAME_CHARS, REPLY_LIMITS, REPLY_TYPES, Limits, MalformedReply, OversizedReply,
-    ReplyRefused, WireError, decode, decode_reply, encode, handle_plain, request_value)
+    ReplyRefused, WireError, decode, decode_reply, encode, handle_plain, plain, request_value)
 
 _handles = {}  # handle id -> object the grader may call again (a function a student's function returned)
 _staged = {}   # staged id -> (args, kwargs) the grader sent ahead of a call whose memory it measures
@@ -297,7 +297,7 @@ def _answer(request, namespace):
         name = request["name"]
         if name not in namespace:
             return json.dumps({"missing": name})
-        return json.dumps({"value": json.loads(_safe_encode(namespace[name]))})
+        return _value_answer(namespace[name])
     if request["op"] == "stage":
         key = f"s{len(_staged)}"
         _staged[key] = request_value(request["args"]), request_value(request["kwargs"])
@@ -325,7 +325,7 @@ def _answer(request, namespace):
             seconds = time.perf_counter() - started
             measured_all_of_it = tracemalloc.is_tracing()  # False if the student's code stopped tracing
     peak = measured.bytes if measured is not None and measured_all_of_it else None
-    return json.dumps({"value": json.loads(_safe_encode(result)), "seconds": seconds, "peak_bytes": peak})
+    return _value_answer(result, seconds=seconds, peak_bytes=peak)
 
 
 def _release_free_memory():
@@ -341,11 +341,12 @@ def _release_free_memory():
         pass
 
 
-def _safe_encode(value):
+def _value_answer(value, **measured):
+    """The answer {"value": plain, ...measured} as JSON text, written once."""
     try:
-        return encode(value, keep=_keep)
+        return json.dumps({"value": plain(value, keep=_keep), **measured})
     except RecursionError:  # a container that holds itself travels as a stand-in
-        return json.dumps(handle_plain(value, _keep))
+        return json.dumps({"value": handle_plain(value, _keep), **measured})
 
 
 def _describe_error(error):

@@ -9,7 +9,6 @@ student's own type name, message and line. The cells run through bounded_output.
 what a cell prints and a call answers as each message arrives.
 """
 import builtins
-import json
 import os
 import signal
 import subprocess
@@ -361,8 +360,8 @@ class RemoteFunction:
         if self._target.startswith("h") and self._generation != self._kernel.generation:
             raise KernelDied(f"`{self.__name__}` was lost when the kernel restarted")
         answer, peak = kernel_memory.measured_call(self._kernel, {"op": "call", "target": self._target,
-                                                                  "args": json.loads(wire.encode(list(args))),
-                                                                  "kwargs": json.loads(wire.encode(dict(kwargs)))},
+                                                                  "args": wire.plain(list(args)),
+                                                                  "kwargs": wire.plain(dict(kwargs))},
                                                    measure)
         self.printed, cut = _capped(self.printed + answer.get("printed", ""), TEXT_LIMIT)
         self.printed_truncated |= cut
