@@ -126,7 +126,7 @@ def run_tests_in_kernel(lesson, kernel, namespace):
 
 
 def profiled_in_kernel(kernel, on):
-    source = ("import cProfile as _p; _qkv_bench_profile = _p.Profile(); _qkv_bench_profile.enable()" if on else
+    source = ("import cProfile as _p, time as _t; _qkv_bench_profile = _p.Profile(_t.thread_time); _qkv_bench_profile.enable()" if on else
               "_qkv_bench_profile.disable(); import pstats as _s, io as _i; _o = _i.StringIO(); "
               "_s.Stats(_qkv_bench_profile, stream=_o).sort_stats('tottime').print_stats(25); print(_o.getvalue())")
     cell = nbformat.v4.new_code_cell(source)

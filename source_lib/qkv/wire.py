@@ -163,11 +163,35 @@ def _own_request(session, msg):
     """(identities, the message) if `msg` (raw frames) is a signed REQUEST_TYPE message, else None."""
     try:
         idents, frames = session.feed_identities(msg, copy=False)
-        if session.deserialize(frames, content=False, copy=False)["msg_type"] != REQUEST_TYPE:
-            return None  # (a look at its header only: ipykernel reads it again, and keeps its signature then)
-        return idents, session.deserialize(frames, content=True, copy=False)
+        header = frames[1] if isinstance(frames[1], bytes) else frames[1].bytes
+        if REQUEST_TYPE.encode() not in header or json.loads(header).get("msg_type") != REQUEST_TYPE:
+            return None  # (its header only, unchecked: ipykernel checks and reads the whole message itself)
+        return idents, signed_message(session, frames)
     except Exception:  # not a message this can read: ipykernel's to handle (and to report)
         return None
+
+
+def signed_message(session, frames):
+    """The message in `frames` (its signature, header, parent header, metadata and content, the identities before
+    them taken off), its signature checked and kept against a replay as jupyter_client's Session.deserialize does,
+    but its dates left as text: parsing them was a fifth of the CPU a call's reply took to read. ValueError for a
+    message unsigned, replayed or forged; whatever the parts hold, they are only JSON data."""
+    frames = [part if isinstance(part, bytes) else part.bytes for part in frames[:5]]
+    if len(frames) < 5:
+        raise ValueError("a message has at least five parts")
+    if session.auth is not None:
+        import hmac
+
+        signature = frames[0]
+        if not signature or signature in session.digest_history or \
+                not hmac.compare_digest(signature, session.sign(frames[1:5])):
+            raise ValueError("an unsigned, replayed or forged message")
+        session._add_digest(signature)
+    header, parent, metadata, content = parts = [session.unpack(part) for part in frames[1:5]]
+    if not all(isinstance(part, dict) for part in parts):
+        raise ValueError("a message's header, parent header, metadata and content are JSON objects")
+    return {"header": header, "msg_id": header["msg_id"], "msg_type": header["msg_type"], "parent_header": parent,
+            "metadata": metadata, "content": content, "buffers": []}
 
 
 def _shell_socket(kernel):

@@ -71,16 +71,12 @@ class BoundedOutputClient(NotebookClient):
         the kernel's life checked each second of silence, and the printed output awaited for at most iopub_timeout
         after the reply; each iopub message goes through nbclient's own process_message, so output() caps it."""
         kc = self.kc
-        shell, iopub = (zmq.Socket.shadow(channel.socket.underlying) for channel in (kc.shell_channel,
-                                                                                    kc.iopub_channel))
+        shell, iopub, poller = self._polled(kc)
         message = kc.session.msg(wire.REQUEST_TYPE, request)
         kc.session.send(shell, message)
         msg_id = message["header"]["msg_id"]
         cell.outputs = []
         self.clear_before_next_output = False
-        poller = zmq.Poller()
-        poller.register(shell, zmq.POLLIN)
-        poller.register(iopub, zmq.POLLIN)
         deadline, reply, idle = time.monotonic() + timeout, None, False
         while reply is None or not idle:
             left = deadline - time.monotonic()
@@ -94,14 +90,14 @@ class BoundedOutputClient(NotebookClient):
                     return "died"
                 continue
             if shell in ready:
-                _, msg = kc.session.recv(shell)
+                msg = _received(kc.session, shell)
                 if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
                     reply, deadline = msg, time.monotonic() + self.iopub_timeout
                     content = msg.get("content")
                     # a call that printed nothing sends no idle status (qkv.wire._reply): nothing to wait for
                     idle = idle or not (isinstance(content, dict) and content.get("printed") is True)
             if iopub in ready:
-                _, msg = kc.session.recv(iopub)
+                msg = _received(kc.session, iopub)
                 if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
                     try:
                         self.process_message(msg, cell, cell_index)
@@ -109,6 +105,18 @@ class BoundedOutputClient(NotebookClient):
                         idle = True
         self.take_reply(reply)
         return "ok"
+
+    def _polled(self, kc):
+        """The shell and iopub sockets of `kc`, read without an event loop (twins of its asyncio sockets), and a
+        poller of both: made again only when a channel has a new socket (bounded_client.reconnect_refused)."""
+        sockets = (kc.shell_channel.socket, kc.iopub_channel.socket)
+        if getattr(self, "_polled_for", None) != sockets:
+            shell, iopub = (zmq.Socket.shadow(socket.underlying) for socket in sockets)
+            poller = zmq.Poller()
+            poller.register(shell, zmq.POLLIN)
+            poller.register(iopub, zmq.POLLIN)
+            self._polled_for, self._polled_sockets = sockets, (shell, iopub, poller)
+        return self._polled_sockets
 
     async def _async_poll_for_reply(self, msg_id, cell, timeout, task_poll_output_msg, task_poll_kernel_alive):
         reply = await super()._async_poll_for_reply(msg_id, cell, timeout, task_poll_output_msg,
@@ -185,6 +193,16 @@ class BoundedOutputClient(NotebookClient):
 
     def forget_output_size(self, cell_index):
         self._sizes.pop(cell_index, None)
+
+
+def _received(session, socket):
+    """The next message on `socket` (wire.signed_message: signature checked), or None if there is none or it cannot
+    be read (a kernel that sends what its session would not is not listened to)."""
+    try:
+        _, frames = session.feed_identities(socket.recv_multipart(zmq.NOBLOCK))
+        return wire.signed_message(session, frames)
+    except (zmq.Again, ValueError, TypeError, KeyError, IndexError):
+        return None
 
 
 def code_cell(source):
