@@ -264,6 +264,46 @@ def test_a_call_travels_in_a_message_of_its_own_not_a_cell_however_large_and_unc
     assert (cell.execution_count, after.execution_count) == (1, 2)
 
 
+A_CALLS_OUTPUT = """
+%matplotlib inline
+import warnings
+import matplotlib.pyplot as plt
+def quiet(x):
+    return x * 2
+def noisy(x):
+    print("hello", x)
+    warnings.warn("careful")
+    return x + 1
+def drawing(x):
+    plt.plot([0, 1], [x, x])
+    return x
+"""
+
+
+def test_a_call_prints_as_a_cell_would_and_sends_no_status_when_it_printed_nothing(request):
+    # wire.listen answers a call without IPython's cell machinery, and without the busy and idle status of a shell
+    # request unless the call printed (then the grader waits for the idle status, which follows the printed text)
+    with started_kernel("forked", request) as kernel:
+        cell = nbformat.v4.new_code_cell(A_CALLS_OUTPUT)
+        assert kernel.run_cell(cell, 0) == "ok", cell.outputs
+        quiet, noisy, drawing = kernel.get("quiet"), kernel.get("noisy"), kernel.get("drawing")
+        seen = []  # the iopub messages each call's output went through
+        process = kernel.client.process_message
+        kernel.client.process_message = lambda msg, *rest: (seen.append(msg["msg_type"]), process(msg, *rest))[1]
+        assert quiet(2) == 4
+        quiet_messages, seen[:] = list(seen), []
+        assert noisy(1) == 2
+        assert drawing(3) == 3
+        after = nbformat.v4.new_code_cell("print(plt.get_fignums())")
+        assert kernel.run_cell(after, 1) == "ok", after.outputs
+    assert quiet_messages == []
+    assert "stream" in seen and seen[-1] == "status"
+    assert noisy.printed.startswith("hello 1\n") and "UserWarning: careful" in noisy.printed
+    # a figure a call left open is shown (to nobody) and closed after it, as after a cell: not in the next cell
+    assert [o["text"] for o in after.outputs if o.get("output_type") == "stream"] == ["[]\n"]
+    assert (cell.execution_count, after.execution_count) == (1, 2)
+
+
 # the stock route with its kernel command replaced for some starts (the course's config is Python, run by nbgrader)
 FAILING_STARTS = '''
 import itertools
