@@ -125,11 +125,15 @@ def run_tests_in_kernel(lesson, kernel, namespace):
     return passed
 
 
+PROFILE_ON = ("import cProfile as _p, time as _t\n"
+              "_qkv_bench_profile = _p.Profile(_t.thread_time)  # CPU of its main thread, not waits\n"
+              "_qkv_bench_profile.enable()")
+PROFILE_OFF = ("_qkv_bench_profile.disable()\nimport pstats as _s, io as _i\n_o = _i.StringIO()\n"
+               "_s.Stats(_qkv_bench_profile, stream=_o).sort_stats('tottime').print_stats(25)\nprint(_o.getvalue())")
+
+
 def profiled_in_kernel(kernel, on):
-    source = ("import cProfile as _p, time as _t; _qkv_bench_profile = _p.Profile(_t.thread_time); _qkv_bench_profile.enable()" if on else
-              "_qkv_bench_profile.disable(); import pstats as _s, io as _i; _o = _i.StringIO(); "
-              "_s.Stats(_qkv_bench_profile, stream=_o).sort_stats('tottime').print_stats(25); print(_o.getvalue())")
-    cell = nbformat.v4.new_code_cell(source)
+    cell = nbformat.v4.new_code_cell(PROFILE_ON if on else PROFILE_OFF)
     kernel.run_cell(cell, 0)
     return "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
 
@@ -172,7 +176,7 @@ def main():
 
         if options.profile:
             profiled_in_kernel(kernel, True)
-            profile = cProfile.Profile()
+            profile = cProfile.Profile(time.process_time)
             profile.enable()
             for _ in range(options.calls):
                 echo(argument)
