@@ -248,7 +248,7 @@ def call_as_seen(x):
 @pytest.mark.parametrize("route", ["fresh", "forked"])
 def test_a_call_travels_in_a_message_of_its_own_not_a_cell_however_large_and_uncounted(route, request):
     # IPython hashes, transforms, parses and echoes a cell's source in pure Python: arguments written into the
-    # source cost the kernel about 0.6 CPU-s per MiB, so a call is no cell at all: a message of its own (wire.listen)
+    # source cost the kernel about 0.6 CPU-s per MiB, so a call is no cell at all: a message of its own (wire.answer)
     import numpy as np
     from qkv import wire
 
@@ -281,7 +281,7 @@ def drawing(x):
 
 
 def test_a_call_prints_as_a_cell_would_and_sends_no_status_when_it_printed_nothing(request):
-    # wire.listen answers a call without IPython's cell machinery, and without the busy and idle status of a shell
+    # wire.answer answers a call without IPython's cell machinery, and without the busy and idle status of a shell
     # request unless the call printed (then the grader waits for the idle status, which follows the printed text)
     with started_kernel("forked", request) as kernel:
         cell = nbformat.v4.new_code_cell(A_CALLS_OUTPUT)

@@ -27,7 +27,7 @@ def _message(msg_type, content):
 
 
 def answer_message(text):
-    """The reply to a call (wire.listen): on the shell channel, not with the call's printed output."""
+    """The reply to a call (wire.answer): on the shell channel, not with the call's printed output."""
     return _message(wire.REPLY_TYPE, {"status": "ok", "answer": text})
 
 
@@ -351,7 +351,7 @@ def test_plain_data_still_round_trips_through_the_reply_decoder():
 
 
 def test_an_answer_the_kernel_would_not_send_is_refused_by_its_length():
-    # wire.listen sends the length of an answer over REPLY_LIMITS.text_chars, not the answer
+    # wire.answer sends the length of an answer over REPLY_LIMITS.text_chars, not the answer
     kernel = scripted_kernel([_message(wire.REPLY_TYPE, {"status": "ok", "oversized": 40 << 20})])
     message = refused(kernel, student_kernel.RemoteFunction(kernel, "softmax", "softmax"), "oversized reply")
     assert "40 MiB" in message
@@ -367,7 +367,7 @@ def test_an_answer_sent_with_the_printed_output_is_not_taken():
 
 
 def test_the_kernel_cuts_what_a_call_prints_one_character_past_the_cap(capsys):
-    # wire.listen: a call printing 40 MiB does not spend its time sending what the grader drops; the one character
+    # wire.answer: a call printing 40 MiB does not spend its time sending what the grader drops; the one character
     # past the cap tells the grader that it was cut
     with wire._printing_capped(10):
         print("y" * 100)

@@ -31,6 +31,8 @@ from qkv.peak_memory import traced_peak
 from qkv.wire_codec import (  # noqa: F401 (the public names every caller reads as qkv.wire.<name>)
     ERROR_CHARS, HANDLE_ID, MIME, NAME_CHARS, REPLY_LIMITS, REPLY_TYPES, Limits, MalformedReply, OversizedReply,
     ReplyRefused, WireError, decode, decode_reply, encode, handle_plain, plain, request_value)
+from qkv.wire_messages import (  # noqa: F401 (as above)
+    REPLY_TYPE, REQUEST_TYPE, own_request, shell_socket, signed_message, writes_counted)
 
 _handles = {}  # handle id -> object the grader may call again (a function a student's function returned)
 _staged = {}   # staged id -> (args, kwargs) the grader sent ahead of a call whose memory it measures
@@ -107,16 +109,37 @@ def _checked_error(description):
 
 # ---------------------------------------------------------------- the kernel's side
 
-REQUEST_TYPE = "qkv_wire_request"  # the shell message a request travels in, answered by the handler `listen` adds
-REPLY_TYPE = "qkv_wire_reply"      # its answer, on the shell channel too
-LISTEN_SOURCE = "__import__('qkv.wire', fromlist=['listen']).listen(get_ipython())"  # run once in each kernel
+# Run once in each kernel, silently, before the notebook's cells (StudentKernel.start): the kernel's dispatch of shell
+# messages is wrapped so that `answer` sees each request first. It imports nothing of qkv until a request comes (the
+# edition probe's kernel imports a qkv of its own first) and leaves no name in the notebook's globals.
+LISTEN_SOURCE = f"""
+def _qkv_wire_listen(kernel):
+    dispatch = kernel.dispatch_shell
+
+    async def dispatch_shell(msg, /, subshell_id=None, *, concurrent=False):
+        if subshell_id is None and not concurrent:
+            try:
+                header = kernel.session.feed_identities(msg, copy=False)[1][1]
+                ours = {REQUEST_TYPE.encode()!r} in (header if isinstance(header, bytes) else header.bytes)
+            except Exception:
+                ours = False
+            if ours and __import__("qkv.wire", fromlist=["answer"]).answer(kernel, msg):
+                return
+        return await dispatch(msg, subshell_id=subshell_id, concurrent=concurrent)
+
+    kernel.dispatch_shell = dispatch_shell
 
 
-def listen(shell):
-    """From now on, answer the grader's requests in this kernel: a handler of their own message type (REQUEST_TYPE)
-    on the kernel's shell channel, so that a call is not a cell. IPython's cell machinery (transforming, compiling
-    and hashing a source, its hooks, the flushes of an execute request) was two thirds of a call's CPU in the
-    kernel, for a one-line cell (issue 45).
+_qkv_wire_listen(get_ipython().kernel)
+del _qkv_wire_listen
+"""
+
+
+def answer(kernel, msg):
+    """Answer the grader's request in `msg` (the raw frames of a shell message), if it is one (else False, and
+    ipykernel dispatches it): at once, not as a cell. IPython's cell machinery (transforming, compiling and hashing
+    a source, its hooks, an execute request's flushes) was two thirds of a call's CPU in the kernel, and ipykernel's
+    busy and idle status and stream flushes around any shell request most of the rest (issue 45).
 
     request: {"op": "call", "target": name or handle id, "args": [...], "kwargs": {...}, "measure": bool}
           or {"op": "call", "target": ..., "staged": id}: the arguments a "stage" request sent ahead;
@@ -133,124 +156,42 @@ def listen(shell):
     grader accepts (REPLY_LIMITS.text_chars) is not sent: its length is ({"oversized": n}), so that it is refused by
     name rather than dropped unread; a request that could not be served at all is answered {"failed": why}. What the
     call prints is cut here too, past the request's "printed_chars" (the grader's cap, which it keeps either way):
-    such a function does not spend its time sending text the grader drops.
+    such a function does not spend its time sending text the grader drops. The reply's "printed" says whether the
+    call wrote to sys.stdout or sys.stderr: only then are they flushed and an idle status sent after them, which the
+    grader waits for.
     """
-    kernel = shell.kernel
-    # the handler: for a request ipykernel dispatches itself (it says it busy, flushes and says it idle around it)
-    kernel.shell_handlers[REQUEST_TYPE] = lambda stream, ident, parent: _reply(kernel, shell, stream, ident, parent,
-                                                                               announced=True)
-    dispatch = kernel.dispatch_shell
-
-    async def dispatch_shell(msg, /, subshell_id=None, *, concurrent=False):
-        """A request on the main shell is answered at once: no busy and idle status, no flushes when the call
-        printed nothing (their thread round trips were most of what a call still cost the kernel)."""
-        found = _own_request(kernel.session, msg) if subshell_id is None and not concurrent else None
-        if found is None:
-            return await dispatch(msg, subshell_id=subshell_id, concurrent=concurrent)
-        idents, request = found
-        kernel.set_parent(idents, request, channel="shell")  # what the call prints goes out as the request's
-        _reply(kernel, shell, _shell_socket(kernel), idents, request, announced=False)
-
-    kernel.dispatch_shell = dispatch_shell
-    import logging
-
-    # its one handler shows warnings and worse; at DEBUG, as ipykernel leaves it, each message made (and dropped) four
-    # debug records
-    kernel.log.setLevel(max(kernel.log.getEffectiveLevel(), logging.WARNING))
-
-
-def _own_request(session, msg):
-    """(identities, the message) if `msg` (raw frames) is a signed REQUEST_TYPE message, else None."""
-    try:
-        idents, frames = session.feed_identities(msg, copy=False)
-        header = frames[1] if isinstance(frames[1], bytes) else frames[1].bytes
-        if REQUEST_TYPE.encode() not in header or json.loads(header).get("msg_type") != REQUEST_TYPE:
-            return None  # (its header only, unchecked: ipykernel checks and reads the whole message itself)
-        return idents, signed_message(session, frames)
-    except Exception:  # not a message this can read: ipykernel's to handle (and to report)
-        return None
-
-
-def signed_message(session, frames):
-    """The message in `frames` (its signature, header, parent header, metadata and content, the identities before
-    them taken off), its signature checked and kept against a replay as jupyter_client's Session.deserialize does,
-    but its dates left as text: parsing them was a fifth of the CPU a call's reply took to read. ValueError for a
-    message unsigned, replayed or forged; whatever the parts hold, they are only JSON data."""
-    frames = [part if isinstance(part, bytes) else part.bytes for part in frames[:5]]
-    if len(frames) < 5:
-        raise ValueError("a message has at least five parts")
-    if session.auth is not None:
-        import hmac
-
-        signature = frames[0]
-        if not signature or signature in session.digest_history or \
-                not hmac.compare_digest(signature, session.sign(frames[1:5])):
-            raise ValueError("an unsigned, replayed or forged message")
-        session._add_digest(signature)
-    header, parent, metadata, content = parts = [session.unpack(part) for part in frames[1:5]]
-    if not all(isinstance(part, dict) for part in parts):
-        raise ValueError("a message's header, parent header, metadata and content are JSON objects")
-    return {"header": header, "msg_id": header["msg_id"], "msg_type": header["msg_type"], "parent_header": parent,
-            "metadata": metadata, "content": content, "buffers": []}
-
-
-def _shell_socket(kernel):
-    """Where ipykernel sends a main-shell reply (its shell channel thread's socket when it has subshells)."""
-    if getattr(kernel, "_supports_kernel_subshells", False):
-        return kernel.shell_channel_thread.manager.get_subshell_to_shell_channel_socket(None)
-    return kernel.shell_stream
-
-
-def _reply(kernel, shell, socket, idents, parent, announced):
-    """Serve one request and send its reply. "printed": whether the grader must wait for the request's idle status
-    on iopub, which comes after what the call printed: always when ipykernel announced the request; else only
-    when the call wrote to sys.stdout or sys.stderr (then flushed here, and idle sent after them)."""
-    with _writes_counted() as writes:
+    found = own_request(kernel.session, msg)
+    if found is None:
+        return False
+    idents, request = found
+    _quiet_log(kernel)
+    kernel.set_parent(idents, request, channel="shell")  # what the call prints goes out as the request's
+    with writes_counted() as writes:
         try:
-            entry = _serve(parent["content"], shell)
+            entry = _serve(request["content"], kernel.shell)
         except BaseException as error:  # whatever happens, the grader gets an answer and the kernel goes on
             entry = {"failed": _text_of(error)[:500]}
-    printed = announced or writes[0] > 0
-    if printed and not announced:
+    printed = writes[0] > 0
+    if printed:
         import sys
 
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:
                 stream.flush()
-    kernel.session.send(socket, REPLY_TYPE, {"status": "ok", "printed": printed, **entry}, parent, ident=idents)
-    if printed and not announced:
-        kernel._publish_status("idle", "shell", parent)
+    kernel.session.send(shell_socket(kernel), REPLY_TYPE, {"status": "ok", "printed": printed, **entry}, request,
+                        ident=idents)
+    if printed:
+        kernel._publish_status("idle", "shell", request)
+    return True
 
 
-@contextlib.contextmanager
-def _writes_counted():
-    """Count the writes to this kernel's output streams (sys.stdout and sys.stderr as they are now, however the
-    student's code reaches them); a stream that cannot be watched counts as written to."""
-    import sys
+def _quiet_log(kernel):
+    """The kernel's log at WARNING: its one handler shows warnings and worse, and at DEBUG, as ipykernel leaves it,
+    each message made (and dropped) four debug records."""
+    import logging
 
-    count = [0]
-    watched = []
-    for stream in {id(s): s for s in (sys.stdout, sys.stderr) if s is not None}.values():
-        try:
-            stream.write = _counting(stream.write, count)
-            watched.append(stream)
-        except (AttributeError, TypeError):
-            count[0] += 1
-    try:
-        yield count
-    finally:
-        for stream in watched:
-            try:
-                del stream.write
-            except AttributeError:
-                count[0] += 1
-
-
-def _counting(write, count):
-    def counted(text):
-        count[0] += 1
-        return write(text)
-    return counted
+    if kernel.log.getEffectiveLevel() < logging.WARNING:
+        kernel.log.setLevel(logging.WARNING)
 
 
 def _serve(request, shell):

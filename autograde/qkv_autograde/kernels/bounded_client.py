@@ -35,7 +35,7 @@ class BoundedKernelClient(AsyncKernelClient):
 
     def execute(self, code, *args, **kwargs):
         """jupyter_client's execute; silent when `silent_next_cell` is set (the grader's own set-up, such as
-        qkv.wire.listen: the kernel counts only the notebook's cells, so the feedback page numbers them In [1] ...)."""
+        qkv.wire.answer: the kernel counts only the notebook's cells, so the feedback page numbers them In [1] ...)."""
         if self.silent_next_cell:
             self.silent_next_cell = False
             kwargs["silent"] = True

@@ -39,7 +39,7 @@ class BoundedOutputClient(NotebookClient):
     the grader's memory.
 
     During a call from a test (`answer_chars` set) the kernel's answer comes in the request's reply, on the shell
-    channel (qkv.wire.listen), apart from what the call prints, which comes on iopub: cutting the print, or
+    channel (qkv.wire.answer), apart from what the call prints, which comes on iopub: cutting the print, or
     losing the iopub connection to a message over the socket's limit (bounded_client.py), never drops the answer.
     The answer has a budget of its own (wire.REPLY_LIMITS): one past it is refused, and `answer_refused` says how
     big it was. An iopub connection dropped while a cell runs ends the wait for its output (the rest of it, and the
@@ -65,7 +65,7 @@ class BoundedOutputClient(NotebookClient):
         """Send one qkv.wire request and wait for its reply (take_reply) and for what it printed (in `cell`, as a
         cell's outputs): 'ok', 'timeout' (no reply within `timeout` seconds) or 'died'.
 
-        A request is a message of its own (qkv.wire.listen answers it), and this waits for it without nbclient's
+        A request is a message of its own (qkv.wire.answer answers it), and this waits for it without nbclient's
         asyncio machinery: the sockets are polled directly, which halves the grader's CPU per call. It is nbclient's
         protocol all the same: messages are signed and checked by the session, those of another request ignored,
         the kernel's life checked each second of silence, and the printed output awaited for at most iopub_timeout

@@ -108,8 +108,8 @@ class StudentKernel:
                 self.close()
         else:
             raise self.FailedToStart("; ".join(failures))
-        # the grader's requests are answered by a handler of the kernel's own (qkv.wire.listen), added silently: the
-        # notebook's cells keep their numbers
+        # the kernel answers the grader's requests from now on (qkv.wire.LISTEN_SOURCE, qkv.wire.answer); run
+        # silently, so that the notebook's cells keep their numbers
         self.client.kc.silent_next_cell = True
         self._execute(code_cell(wire.LISTEN_SOURCE), self.RPC_INDEX, self.cell_seconds, store_history=False)
         if self.preamble:
@@ -230,7 +230,7 @@ class StudentKernel:
         client.output_bytes, client.answer_chars = self.call_output_bytes, wire.REPLY_LIMITS.text_chars
         client.answer = client.answer_refused = client.answer_failed = None
         client.call_truncated = False
-        # the kernel cuts what the call prints at the cap too (qkv.wire.listen), which the client keeps whatever the
+        # the kernel cuts what the call prints at the cap too (qkv.wire.answer), which the client keeps whatever the
         # kernel does
         try:
             status, limit = self._execute(scratch, self.RPC_INDEX, self.call_seconds,
