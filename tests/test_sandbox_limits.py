@@ -224,7 +224,7 @@ def test_a_message_too_large_for_the_grader_is_dropped_unread_named_and_the_kern
         answer = kernel.get("answer")
         # a call's answer does not travel with what it prints (issue 34.7): a print too large for the grader's
         # socket, written to the stream the function kept (as a logging handler does, past the kernel's own cut)
-        # costs its connection, not the answer, which comes in the call's execute reply
+        # costs its connection, not the answer, which comes in the call's own reply
         loud = nbformat.v4.new_code_cell(f"import sys\n_out = sys.stdout\ndef loud(x):\n"
                                          f"    _out.write('y' * {bounded_client.MESSAGE_BYTES + MiB})\n"
                                          f"    _out.flush()\n    return x + 1")

@@ -3,7 +3,7 @@
 `BoundedOutputClient` is the nbclient that runs a submission's cells (student_kernel.StudentKernel drives it): it
 caps what one cell may print, and during a call from a test it gives the kernel's answer a budget of its own, so a
 print loop or a huge answer does not fill the grader's memory. `code_cell`, `note_output` and `error_output` are the
-cells and outputs the grader writes itself (a call's scratch cell, a replay, the note of a cell not run).
+cells and outputs the grader writes itself (where a call's printed output lands, a replay, the note of a cell not run).
 """
 import json
 import time
@@ -56,7 +56,7 @@ class BoundedOutputClient(NotebookClient):
         self.truncated_cells = set()
         self._sizes = {}
         self.answer_chars = None     # set by StudentKernel.request for the length of one call
-        self.answer = None           # the call's answer (JSON text), from its execute reply
+        self.answer = None           # the call's answer (JSON text), from its reply (qkv.wire.REPLY_TYPE)
         self.answer_refused = None   # characters of an answer over answer_chars
         self.answer_failed = None    # why the kernel could not serve the request, in its words (bounded)
         self.call_truncated = False  # the call printed more than output_bytes

@@ -61,7 +61,7 @@ def student_exception(description):
 class StudentKernel:
     """The sandboxed kernel of one submission, with its budget, its restarts and what it has run."""
 
-    RPC_INDEX = -1  # a scratch cell: calls are not cells of the notebook
+    RPC_INDEX = -1  # where a call's printed output is filed: calls are not cells of the notebook
 
     def __init__(self, make_kernel_manager, budget_seconds=600, cell_seconds=300, call_seconds=60,
                  output_bytes=1 << 20, call_output_bytes=64 << 10, startup_seconds=120, log=None, preamble=""):
