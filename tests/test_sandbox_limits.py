@@ -224,7 +224,7 @@ def test_a_message_too_large_for_the_grader_is_dropped_unread_named_and_the_kern
         answer = kernel.get("answer")
         # a call's answer does not travel with what it prints (issue 34.7): a print too large for the grader's
         # socket, written to the stream the function kept (as a logging handler does, past the kernel's own cut)
-        # costs its connection, not the answer, which comes in the call's execute reply
+        # costs its connection, not the answer, which comes in the call's own reply
         loud = nbformat.v4.new_code_cell(f"import sys\n_out = sys.stdout\ndef loud(x):\n"
                                          f"    _out.write('y' * {bounded_client.MESSAGE_BYTES + MiB})\n"
                                          f"    _out.flush()\n    return x + 1")
@@ -240,27 +240,67 @@ def test_a_message_too_large_for_the_grader_is_dropped_unread_named_and_the_kern
 
 SEES_ITS_OWN_CALL = """
 def call_as_seen(x):
-    # what the kernel received: the length of the cell's source, and the argument whole
-    return [len(get_ipython().kernel.get_parent()["content"]["code"]), float(x.sum()), x.shape[0]]
+    # what the kernel received: the type of the message that carried the call, and the argument whole
+    return [get_ipython().kernel.get_parent()["header"]["msg_type"], float(x.sum()), x.shape[0]]
 """
 
 
 @pytest.mark.parametrize("route", ["fresh", "forked"])
-def test_a_calls_arguments_travel_beside_its_one_line_cell_however_large_and_uncounted(route, request):
+def test_a_call_travels_in_a_message_of_its_own_not_a_cell_however_large_and_uncounted(route, request):
     # IPython hashes, transforms, parses and echoes a cell's source in pure Python: arguments written into the
-    # source cost the kernel about 0.6 CPU-s per MiB, so they travel in the execute request's metadata instead
+    # source cost the kernel about 0.6 CPU-s per MiB, so a call is no cell at all: a message of its own (wire.answer)
     import numpy as np
     from qkv import wire
 
     with started_kernel(route, request) as kernel:
         cell = nbformat.v4.new_code_cell(SEES_ITS_OWN_CALL)
         assert kernel.run_cell(cell, 0) == "ok", cell.outputs
-        code_length, total, n = kernel.get("call_as_seen")(np.ones(1 << 20))  # 8 MiB
+        carried_by, total, n = kernel.get("call_as_seen")(np.ones(1 << 20))  # 8 MiB
         after = nbformat.v4.new_code_cell("print('next')")
         assert kernel.run_cell(after, 1) == "ok", after.outputs
     assert (total, n) == (float(1 << 20), 1 << 20)
-    assert code_length == len(wire.SERVE_SOURCE) < 100
+    assert carried_by == wire.REQUEST_TYPE
     # the calls are silent: the notebook's cells are numbered as if the grader had made none (In [1], In [2])
+    assert (cell.execution_count, after.execution_count) == (1, 2)
+
+
+A_CALLS_OUTPUT = """
+%matplotlib inline
+import warnings
+import matplotlib.pyplot as plt
+def quiet(x):
+    return x * 2
+def noisy(x):
+    print("hello", x)
+    warnings.warn("careful")
+    return x + 1
+def drawing(x):
+    plt.plot([0, 1], [x, x])
+    return x
+"""
+
+
+def test_a_call_prints_as_a_cell_would_and_sends_no_status_when_it_printed_nothing(request):
+    # wire.answer answers a call without IPython's cell machinery, and without the busy and idle status of a shell
+    # request unless the call printed (then the grader waits for the idle status, which follows the printed text)
+    with started_kernel("forked", request) as kernel:
+        cell = nbformat.v4.new_code_cell(A_CALLS_OUTPUT)
+        assert kernel.run_cell(cell, 0) == "ok", cell.outputs
+        quiet, noisy, drawing = kernel.get("quiet"), kernel.get("noisy"), kernel.get("drawing")
+        seen = []  # the iopub messages each call's output went through
+        process = kernel.client.process_message
+        kernel.client.process_message = lambda msg, *rest: (seen.append(msg["msg_type"]), process(msg, *rest))[1]
+        assert quiet(2) == 4
+        quiet_messages, seen[:] = list(seen), []
+        assert noisy(1) == 2
+        assert drawing(3) == 3
+        after = nbformat.v4.new_code_cell("print(plt.get_fignums())")
+        assert kernel.run_cell(after, 1) == "ok", after.outputs
+    assert quiet_messages == []
+    assert "stream" in seen and seen[-1] == "status"
+    assert noisy.printed.startswith("hello 1\n") and "UserWarning: careful" in noisy.printed
+    # a figure a call left open is shown (to nobody) and closed after it, as after a cell: not in the next cell
+    assert [o["text"] for o in after.outputs if o.get("output_type") == "stream"] == ["[]\n"]
     assert (cell.execution_count, after.execution_count) == (1, 2)
 
 

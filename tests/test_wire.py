@@ -27,9 +27,8 @@ def _message(msg_type, content):
 
 
 def answer_message(text):
-    """The execute reply of a call, its answer in the payload (wire.serve): on the shell channel, not with the
-    call's printed output."""
-    return _message("execute_reply", {"status": "ok", "payload": [{"source": wire.ANSWER_PAYLOAD, "answer": text}]})
+    """The reply to a call (wire.answer): on the shell channel, not with the call's printed output."""
+    return _message(wire.REPLY_TYPE, {"status": "ok", "answer": text})
 
 
 def print_message(text):
@@ -38,7 +37,7 @@ def print_message(text):
 
 class ScriptedClient(student_kernel.BoundedOutputClient):
     """nbclient's output handling, with the kernel replaced by a script: each executed cell receives the next list
-    of messages, delivered one by one to `output` as nbclient delivers iopub messages, an execute reply to
+    of messages, delivered one by one to `output` as nbclient delivers iopub messages, a request's reply to
     `take_reply` as nbclient's wait for the reply returns it."""
 
     def __init__(self, replies):
@@ -47,10 +46,14 @@ class ScriptedClient(student_kernel.BoundedOutputClient):
         self.clear_before_next_output = False
         self.replies = list(replies)
 
+    def call(self, cell, index, request, timeout):
+        self.execute_cell(cell, index)
+        return "ok"
+
     def execute_cell(self, cell, index, store_history=True):
         self.last_cell = cell
         for message in self.replies.pop(0):
-            if message["msg_type"] == "execute_reply":
+            if message["msg_type"] == wire.REPLY_TYPE:
                 self.take_reply(message)
             else:
                 self.output(cell.outputs, message, None, index)
@@ -348,15 +351,14 @@ def test_plain_data_still_round_trips_through_the_reply_decoder():
 
 
 def test_an_answer_the_kernel_would_not_send_is_refused_by_its_length():
-    # wire.serve sends the length of an answer over REPLY_LIMITS.text_chars, not the answer
-    kernel = scripted_kernel([_message("execute_reply", {"status": "ok", "payload": [
-        {"source": wire.ANSWER_PAYLOAD, "oversized": 40 << 20}]})])
+    # wire.answer sends the length of an answer over REPLY_LIMITS.text_chars, not the answer
+    kernel = scripted_kernel([_message(wire.REPLY_TYPE, {"status": "ok", "oversized": 40 << 20})])
     message = refused(kernel, student_kernel.RemoteFunction(kernel, "softmax", "softmax"), "oversized reply")
     assert "40 MiB" in message
 
 
 def test_an_answer_sent_with_the_printed_output_is_not_taken():
-    # the answer is the execute reply's; an output claiming to be one is neither an answer nor shown
+    # the answer is the request's reply; an output claiming to be one is neither an answer nor shown
     kernel = scripted_kernel([_message("display_data", {"data": {wire.MIME: json.dumps({"value": 1})},
                                                          "metadata": {}, "transient": {}})])
     with pytest.raises(student_kernel.KernelDied):
@@ -365,7 +367,7 @@ def test_an_answer_sent_with_the_printed_output_is_not_taken():
 
 
 def test_the_kernel_cuts_what_a_call_prints_one_character_past_the_cap(capsys):
-    # wire.serve: a call printing 40 MiB does not spend its time sending what the grader drops; the one character
+    # wire.answer: a call printing 40 MiB does not spend its time sending what the grader drops; the one character
     # past the cap tells the grader that it was cut
     with wire._printing_capped(10):
         print("y" * 100)

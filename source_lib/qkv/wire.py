@@ -5,10 +5,11 @@ A reply decodes in the grader only to data (numbers, strings, numeric arrays, co
 checked fields) and to handles; it never names a function, module or class to resolve, and its size is bounded.
 
 During autograding the test cells run in the grader's own process; the student's functions stay in the
-student's kernel. The grader asks the kernel to run `serve(globals())` and attaches the request to that execute
-request's metadata (REQUEST_KEY), never to its source: IPython hashes, transforms, parses and echoes a cell's source
-in pure Python, which cost about 0.6 CPU-s per MiB of arguments. The kernel calls the function and answers with
-plain data: JSON with numpy arrays as raw bytes, tuples and dicts. Nothing is ever unpickled.
+student's kernel. Each kernel runs `listen` once, and then answers the grader's requests, each a shell message of
+its own type (REQUEST_TYPE), never a cell: IPython hashes, transforms, parses and echoes a cell's source in pure
+Python, which cost about 0.6 CPU-s per MiB of arguments, and its cell machinery two thirds of a call's CPU in the
+kernel. The kernel calls the function and answers with plain data: JSON with numpy arrays as raw bytes, tuples and
+dicts. Nothing is ever unpickled.
 
 The two directions are decoded differently. A request (grader -> kernel, `decode`) may also carry what the tests
 hand a student's function: qkv's module-level functions and value types by name, partials of them, a random
@@ -29,7 +30,9 @@ import numpy as np
 from qkv.peak_memory import traced_peak
 from qkv.wire_codec import (  # noqa: F401 (the public names every caller reads as qkv.wire.<name>)
     ERROR_CHARS, HANDLE_ID, MIME, NAME_CHARS, REPLY_LIMITS, REPLY_TYPES, Limits, MalformedReply, OversizedReply,
-    ReplyRefused, WireError, decode, decode_reply, encode, handle_plain, request_value)
+    ReplyRefused, WireError, decode, decode_reply, encode, handle_plain, plain, request_value)
+from qkv.wire_messages import (  # noqa: F401 (as above)
+    REPLY_TYPE, REQUEST_TYPE, own_request, shell_socket, signed_message, writes_counted)
 
 _handles = {}  # handle id -> object the grader may call again (a function a student's function returned)
 _staged = {}   # staged id -> (args, kwargs) the grader sent ahead of a call whose memory it measures
@@ -106,14 +109,37 @@ def _checked_error(description):
 
 # ---------------------------------------------------------------- the kernel's side
 
-REQUEST_KEY = "qkv_request"  # where the grader puts a request: the metadata of the execute request running serve
-SERVE_SOURCE = "__import__('qkv.wire', fromlist=['serve']).serve(globals())"  # that cell's whole source
-ANSWER_PAYLOAD = "qkv.wire"  # the `source` of the execute reply's payload entry that carries the answer
+# Run once in each kernel, silently, before the notebook's cells (StudentKernel.start): the kernel's dispatch of shell
+# messages is wrapped so that `answer` sees each request first. It imports nothing of qkv until a request comes (the
+# edition probe's kernel imports a qkv of its own first) and leaves no name in the notebook's globals.
+LISTEN_SOURCE = f"""
+def _qkv_wire_listen(kernel):
+    dispatch = kernel.dispatch_shell
+
+    async def dispatch_shell(msg, /, subshell_id=None, *, concurrent=False):
+        if subshell_id is None and not concurrent:
+            try:
+                header = kernel.session.feed_identities(msg, copy=False)[1][1]
+                ours = {REQUEST_TYPE.encode()!r} in (header if isinstance(header, bytes) else header.bytes)
+            except Exception:
+                ours = False
+            if ours and __import__("qkv.wire", fromlist=["answer"]).answer(kernel, msg):
+                return
+        return await dispatch(msg, subshell_id=subshell_id, concurrent=concurrent)
+
+    kernel.dispatch_shell = dispatch_shell
 
 
-def serve(namespace):
-    """Run the grader's request that came with this cell's execute request, in the student's kernel, and give the
-    answer in that request's execute reply.
+_qkv_wire_listen(get_ipython().kernel)
+del _qkv_wire_listen
+"""
+
+
+def answer(kernel, msg):
+    """Answer the grader's request in `msg` (the raw frames of a shell message), if it is one (else False, and
+    ipykernel dispatches it): at once, not as a cell. IPython's cell machinery (transforming, compiling and hashing
+    a source, its hooks, an execute request's flushes) was two thirds of a call's CPU in the kernel, and ipykernel's
+    busy and idle status and stream flushes around any shell request most of the rest (issue 45).
 
     request: {"op": "call", "target": name or handle id, "args": [...], "kwargs": {...}, "measure": bool}
           or {"op": "call", "target": ..., "staged": id}: the arguments a "stage" request sent ahead;
@@ -124,21 +150,72 @@ def serve(namespace):
           or {"op": "get", "name": name}: a global of the notebook, as plain data or a handle.
     What this kernel measures of itself ("seconds", and "peak_bytes" with measure) is shown at most, never graded.
 
-    The answer travels in the reply's payload (IPython's payload manager), on the shell channel: never with what
-    the call printed, which goes out on iopub and may be cut there. A function that prints 40 MiB a call has its
-    print refused by the grader's socket, and its answer still arrives. An answer longer than the grader accepts
-    (REPLY_LIMITS.text_chars) is not sent: its length is, so that it is refused by name rather than dropped unread.
-    What the call prints is cut here too, past the request's "printed_chars" (the grader's cap, which it keeps
-    either way): such a function does not spend its time sending text the grader drops.
+    The answer travels in the reply (REPLY_TYPE, {"answer": JSON text}), on the shell channel: never with what the
+    call printed, which goes out on iopub as a cell's prints do, and may be cut there. A function that prints 40 MiB
+    a call has its print refused by the grader's socket, and its answer still arrives. An answer longer than the
+    grader accepts (REPLY_LIMITS.text_chars) is not sent: its length is ({"oversized": n}), so that it is refused by
+    name rather than dropped unread; a request that could not be served at all is answered {"failed": why}. What the
+    call prints is cut here too, past the request's "printed_chars" (the grader's cap, which it keeps either way):
+    such a function does not spend its time sending text the grader drops. The reply's "printed" says whether the
+    call wrote to sys.stdout or sys.stderr: only then are they flushed and an idle status sent after them, which the
+    grader waits for.
     """
-    from IPython import get_ipython
+    found = own_request(kernel.session, msg)
+    if found is None:
+        return False
+    idents, request = found
+    _quiet_log(kernel)
+    kernel.set_parent(idents, request, channel="shell")  # what the call prints goes out as the request's
+    with writes_counted() as writes:
+        try:
+            entry = _serve(request["content"], kernel.shell)
+        except BaseException as error:  # whatever happens, the grader gets an answer and the kernel goes on
+            entry = {"failed": _text_of(error)[:500]}
+    printed = writes[0] > 0
+    if printed:
+        import sys
 
-    shell = get_ipython()
-    request = shell.kernel.get_parent()["metadata"][REQUEST_KEY]
-    with _printing_capped(request.get("printed_chars")):
-        answer = _answer(request, namespace)
-    entry = {"answer": answer} if len(answer) <= REPLY_LIMITS.text_chars else {"oversized": len(answer)}
-    shell.payload_manager.write_payload({"source": ANSWER_PAYLOAD, **entry})
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    kernel.session.send(shell_socket(kernel), REPLY_TYPE, {"status": "ok", "printed": printed, **entry}, request,
+                        ident=idents)
+    if printed:
+        kernel._publish_status("idle", "shell", request)
+    return True
+
+
+def _quiet_log(kernel):
+    """The kernel's log at WARNING: its one handler shows warnings and worse, and at DEBUG, as ipykernel leaves it,
+    each message made (and dropped) four debug records."""
+    import logging
+
+    if kernel.log.getEffectiveLevel() < logging.WARNING:
+        kernel.log.setLevel(logging.WARNING)
+
+
+def _serve(request, shell):
+    with shell.builtin_trap, _printing_capped(request.get("printed_chars")):  # builtins as in a cell
+        answer = _answer(request, shell.user_ns)
+    _show_figures(shell)
+    return {"answer": answer} if len(answer) <= REPLY_LIMITS.text_chars else {"oversized": len(answer)}
+
+
+def _show_figures(shell):
+    """The figures a call left open are shown and closed after it, as after a cell (the inline backend's
+    post_execute hook): else they would show up in the notebook's next cell."""
+    import sys
+
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None and pyplot.get_fignums():
+        shell.events.trigger("post_execute")
+
+
+def _text_of(error):
+    try:
+        return f"{type(error).__name__}: {error}"
+    except BaseException:
+        return type(error).__name__
 
 
 class _CappedStream:
@@ -185,7 +262,7 @@ def _answer(request, namespace):
         name = request["name"]
         if name not in namespace:
             return json.dumps({"missing": name})
-        return json.dumps({"value": json.loads(_safe_encode(namespace[name]))})
+        return _value_answer(namespace[name])
     if request["op"] == "stage":
         key = f"s{len(_staged)}"
         _staged[key] = request_value(request["args"]), request_value(request["kwargs"])
@@ -213,7 +290,7 @@ def _answer(request, namespace):
             seconds = time.perf_counter() - started
             measured_all_of_it = tracemalloc.is_tracing()  # False if the student's code stopped tracing
     peak = measured.bytes if measured is not None and measured_all_of_it else None
-    return json.dumps({"value": json.loads(_safe_encode(result)), "seconds": seconds, "peak_bytes": peak})
+    return _value_answer(result, seconds=seconds, peak_bytes=peak)
 
 
 def _release_free_memory():
@@ -229,11 +306,12 @@ def _release_free_memory():
         pass
 
 
-def _safe_encode(value):
+def _value_answer(value, **measured):
+    """The answer {"value": plain, ...measured} as JSON text, written once."""
     try:
-        return encode(value, keep=_keep)
+        return json.dumps({"value": plain(value, keep=_keep), **measured})
     except RecursionError:  # a container that holds itself travels as a stand-in
-        return json.dumps(handle_plain(value, _keep))
+        return json.dumps({"value": handle_plain(value, _keep), **measured})
 
 
 def _describe_error(error):

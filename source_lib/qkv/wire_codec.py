@@ -74,7 +74,13 @@ def encode(value, keep=None):
     Without `keep`: a request, where qkv functions, partials, value types and generators travel by name. With
     `keep(obj) -> id` (the kernel's answers): what is not data or a REPLY_TYPES value is kept and named by a handle.
     """
-    return json.dumps(_to_plain(value, keep))
+    return json.dumps(plain(value, keep))
+
+
+def plain(value, keep=None):
+    """What `encode` writes as JSON text, before it is written: dicts, lists, strings, whole numbers, booleans and
+    None (a message's content, which its session writes as JSON once)."""
+    return _to_plain(value, keep)
 
 
 def _to_plain(value, keep):

@@ -3,10 +3,13 @@
 `BoundedOutputClient` is the nbclient that runs a submission's cells (student_kernel.StudentKernel drives it): it
 caps what one cell may print, and during a call from a test it gives the kernel's answer a budget of its own, so a
 print loop or a huge answer does not fill the grader's memory. `code_cell`, `note_output` and `error_output` are the
-cells and outputs the grader writes itself (a call's scratch cell, a replay, the note of a cell not run).
+cells and outputs the grader writes itself (where a call's printed output lands, a replay, the note of a cell not run).
 """
 import json
+import time
 from queue import Empty
+
+import zmq
 
 import nbformat
 from jupyter_core.utils import ensure_async, run_sync
@@ -35,8 +38,8 @@ class BoundedOutputClient(NotebookClient):
     """nbclient with a cap on what one cell may print, applied as each message arrives: a print loop must not fill
     the grader's memory.
 
-    During a call from a test (`answer_chars` set) the kernel's answer comes in the call's execute reply, on the
-    shell channel (qkv.wire.serve), apart from what the call prints, which comes on iopub: cutting the print, or
+    During a call from a test (`answer_chars` set) the kernel's answer comes in the request's reply, on the shell
+    channel (qkv.wire.answer), apart from what the call prints, which comes on iopub: cutting the print, or
     losing the iopub connection to a message over the socket's limit (bounded_client.py), never drops the answer.
     The answer has a budget of its own (wire.REPLY_LIMITS): one past it is refused, and `answer_refused` says how
     big it was. An iopub connection dropped while a cell runs ends the wait for its output (the rest of it, and the
@@ -53,16 +56,67 @@ class BoundedOutputClient(NotebookClient):
         self.truncated_cells = set()
         self._sizes = {}
         self.answer_chars = None     # set by StudentKernel.request for the length of one call
-        self.answer = None           # the call's answer (JSON text), from its execute reply
+        self.answer = None           # the call's answer (JSON text), from its reply (qkv.wire.REPLY_TYPE)
         self.answer_refused = None   # characters of an answer over answer_chars
+        self.answer_failed = None    # why the kernel could not serve the request, in its words (bounded)
         self.call_truncated = False  # the call printed more than output_bytes
-        self.request = None          # a qkv.wire request for the next cell's execute request to carry
 
-    async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
-        self.kc.request_for_next_cell, self.request = self.request, None  # bounded_client.BoundedKernelClient
-        return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+    def call(self, cell, cell_index, request, timeout):
+        """Send one qkv.wire request and wait for its reply (take_reply) and for what it printed (in `cell`, as a
+        cell's outputs): 'ok', 'timeout' (no reply within `timeout` seconds) or 'died'.
 
-    execute_cell = run_sync(async_execute_cell)
+        A request is a message of its own (qkv.wire.answer answers it), and this waits for it without nbclient's
+        asyncio machinery: the sockets are polled directly, which halves the grader's CPU per call. It is nbclient's
+        protocol all the same: messages are signed and checked by the session, those of another request ignored,
+        the kernel's life checked each second of silence, and the printed output awaited for at most iopub_timeout
+        after the reply; each iopub message goes through nbclient's own process_message, so output() caps it."""
+        kc = self.kc
+        shell, iopub, poller = self._polled(kc)
+        message = kc.session.msg(wire.REQUEST_TYPE, request)
+        kc.session.send(shell, message)
+        msg_id = message["header"]["msg_id"]
+        cell.outputs = []
+        self.clear_before_next_output = False
+        deadline, reply, idle = time.monotonic() + timeout, None, False
+        while reply is None or not idle:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "ok" if reply is not None else "timeout"  # after the reply, output late by iopub_timeout
+            ready = dict(poller.poll(min(left, 1.0) * 1000))
+            if not ready:
+                if getattr(kc, "dropped", lambda channel: False)("iopub"):  # its idle status went with it
+                    idle = True
+                if reply is None and not run_sync(self.km.is_alive)():
+                    return "died"
+                continue
+            if shell in ready:
+                msg = _received(kc.session, shell)
+                if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
+                    reply, deadline = msg, time.monotonic() + self.iopub_timeout
+                    content = msg.get("content")
+                    # a call that printed nothing sends no idle status (qkv.wire._reply): nothing to wait for
+                    idle = idle or not (isinstance(content, dict) and content.get("printed") is True)
+            if iopub in ready:
+                msg = _received(kc.session, iopub)
+                if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
+                    try:
+                        self.process_message(msg, cell, cell_index)
+                    except CellExecutionComplete:
+                        idle = True
+        self.take_reply(reply)
+        return "ok"
+
+    def _polled(self, kc):
+        """The shell and iopub sockets of `kc`, read without an event loop (twins of its asyncio sockets), and a
+        poller of both: made again only when a channel has a new socket (bounded_client.reconnect_refused)."""
+        sockets = (kc.shell_channel.socket, kc.iopub_channel.socket)
+        if getattr(self, "_polled_for", None) != sockets:
+            shell, iopub = (zmq.Socket.shadow(socket.underlying) for socket in sockets)
+            poller = zmq.Poller()
+            poller.register(shell, zmq.POLLIN)
+            poller.register(iopub, zmq.POLLIN)
+            self._polled_for, self._polled_sockets = sockets, (shell, iopub, poller)
+        return self._polled_sockets
 
     async def _async_poll_for_reply(self, msg_id, cell, timeout, task_poll_output_msg, task_poll_kernel_alive):
         reply = await super()._async_poll_for_reply(msg_id, cell, timeout, task_poll_output_msg,
@@ -86,22 +140,23 @@ class BoundedOutputClient(NotebookClient):
                     return
 
     def take_reply(self, reply):
-        """During a call, its answer from the execute reply's payload (wire.ANSWER_PAYLOAD), within answer_chars."""
-        if self.answer_chars is None or not isinstance(reply, dict):
+        """During a call, its answer from the kernel's reply (qkv.wire.REPLY_TYPE), within answer_chars."""
+        if self.answer_chars is None or not isinstance(reply, dict) or reply.get("msg_type") != wire.REPLY_TYPE:
             return
-        payload = reply.get("content", {}).get("payload")
-        for entry in payload if isinstance(payload, list) else ():
-            if not isinstance(entry, dict) or entry.get("source") != wire.ANSWER_PAYLOAD:
-                continue
-            answer, oversized = entry.get("answer"), entry.get("oversized")
-            if isinstance(answer, str) and len(answer) <= self.answer_chars:
-                self.answer = answer
-            elif isinstance(answer, str):
-                self.answer_refused = len(answer)
-            elif isinstance(oversized, int) and not isinstance(oversized, bool) and oversized > 0:
-                self.answer_refused = oversized
-            else:
-                self.answer_refused = len(json.dumps(answer, default=str))
+        entry = reply.get("content")
+        if not isinstance(entry, dict):
+            return
+        answer, oversized, failed = entry.get("answer"), entry.get("oversized"), entry.get("failed")
+        if isinstance(answer, str) and len(answer) <= self.answer_chars:
+            self.answer = answer
+        elif isinstance(answer, str):
+            self.answer_refused = len(answer)
+        elif isinstance(oversized, int) and not isinstance(oversized, bool) and oversized > 0:
+            self.answer_refused = oversized
+        elif isinstance(failed, str):
+            self.answer_failed = failed[:500]
+        elif answer is not None:
+            self.answer_refused = len(json.dumps(answer, default=str))
 
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})
@@ -138,6 +193,16 @@ class BoundedOutputClient(NotebookClient):
 
     def forget_output_size(self, cell_index):
         self._sizes.pop(cell_index, None)
+
+
+def _received(session, socket):
+    """The next message on `socket` (wire.signed_message: signature checked), or None if there is none or it cannot
+    be read (a kernel that sends what its session would not is not listened to)."""
+    try:
+        _, frames = session.feed_identities(socket.recv_multipart(zmq.NOBLOCK))
+        return wire.signed_message(session, frames)
+    except (zmq.Again, ValueError, TypeError, KeyError, IndexError):
+        return None
 
 
 def code_cell(source):

@@ -9,7 +9,6 @@ student's own type name, message and line. The cells run through bounded_output.
 what a cell prints and a call answers as each message arrives.
 """
 import builtins
-import json
 import os
 import signal
 import subprocess
@@ -62,7 +61,7 @@ def student_exception(description):
 class StudentKernel:
     """The sandboxed kernel of one submission, with its budget, its restarts and what it has run."""
 
-    RPC_INDEX = -1  # a scratch cell: calls are not cells of the notebook
+    RPC_INDEX = -1  # where a call's printed output is filed: calls are not cells of the notebook
 
     def __init__(self, make_kernel_manager, budget_seconds=600, cell_seconds=300, call_seconds=60,
                  output_bytes=1 << 20, call_output_bytes=64 << 10, startup_seconds=120, log=None, preamble=""):
@@ -109,6 +108,10 @@ class StudentKernel:
                 self.close()
         else:
             raise self.FailedToStart("; ".join(failures))
+        # the kernel answers the grader's requests from now on (qkv.wire.LISTEN_SOURCE, qkv.wire.answer); run
+        # silently, so that the notebook's cells keep their numbers
+        self.client.kc.silent_next_cell = True
+        self._execute(code_cell(wire.LISTEN_SOURCE), self.RPC_INDEX, self.cell_seconds, store_history=False)
         if self.preamble:
             self._execute(code_cell(self.preamble), self.RPC_INDEX, self.cell_seconds, store_history=False)
 
@@ -185,7 +188,8 @@ class StudentKernel:
             self.restart(f"after it died in cell {index}")
         return status
 
-    def _execute(self, cell, index, cap, store_history=True):
+    def _execute(self, cell, index, cap, store_history=True, request=None):
+        """Run `cell`, or send the wire `request` (its printed output lands in `cell`): (status, the time limit)."""
         limit = max(0.0, min(cap, self.remaining()))
         if limit <= 0:
             return "budget", limit
@@ -195,7 +199,12 @@ class StudentKernel:
         while len(slots) <= max(index, 0):
             slots.append(code_cell(""))
         try:
-            self.client.execute_cell(cell, index, store_history=store_history)
+            if request is not None:
+                status = self.client.call(cell, index, request, self.client.timeout)
+                if status != "ok":
+                    return status, limit
+            else:
+                self.client.execute_cell(cell, index, store_history=store_history)
         except CellTimeoutError:
             return "timeout", limit
         except DeadKernelError:
@@ -213,20 +222,21 @@ class StudentKernel:
 
     def request(self, payload):
         """Send one qkv.wire request; the decoded answer dict, or raise TimeoutError / KernelDied."""
-        scratch = code_cell(wire.SERVE_SOURCE)
+        scratch = code_cell(wire.REQUEST_TYPE)  # where its printed output lands; the request is sent in its place
         what = (f"a call to {str(payload.get('target'))[:wire.NAME_CHARS]}" if payload.get("op") == "call"
                 else f"reading {str(payload.get('name'))[:wire.NAME_CHARS]}")
         client = self.client
         previous = client.output_bytes
         client.output_bytes, client.answer_chars = self.call_output_bytes, wire.REPLY_LIMITS.text_chars
-        client.answer, client.answer_refused, client.call_truncated = None, None, False
-        # sent with the cell's execute request, not in its source; the kernel cuts what the call prints at the cap
-        # too (qkv.wire.serve), which the client keeps whatever the kernel does
-        client.request = {**payload, "printed_chars": self.call_output_bytes}
+        client.answer = client.answer_refused = client.answer_failed = None
+        client.call_truncated = False
+        # the kernel cuts what the call prints at the cap too (qkv.wire.answer), which the client keeps whatever the
+        # kernel does
         try:
-            status, limit = self._execute(scratch, self.RPC_INDEX, self.call_seconds, store_history=False)
+            status, limit = self._execute(scratch, self.RPC_INDEX, self.call_seconds,
+                                          request={**payload, "printed_chars": self.call_output_bytes})
         finally:
-            client.output_bytes, client.answer_chars, client.request = previous, None, None
+            client.output_bytes, client.answer_chars = previous, None
         if status == "budget":
             raise TimeoutError(f"not run: the notebook used its whole grading time budget "
                                f"({self.budget_seconds:.0f} s)")
@@ -248,9 +258,10 @@ class StudentKernel:
             raise self._refused(wire.OversizedReply(f"an answer of {client.answer_refused >> 20} MiB (at most "
                                                     f"{wire.REPLY_LIMITS.text_chars >> 20} MiB), dropped on arrival"),
                                 what)
-        if client.answer is None:  # it comes in the call's execute reply (bounded_output.take_reply)
+        if client.answer is None:  # it comes in the request's reply (bounded_output.take_reply)
             errors = [f"{o.get('ename')}: {o.get('evalue')}" for o in scratch.outputs
-                      if o.get("output_type") == "error"]
+                      if o.get("output_type") == "error"] + [client.answer_failed or ""]
+            errors = [e for e in errors if e]
             raise KernelDied("the kernel did not answer the grader's call"
                              + (f" ({errors[-1][:500]})" if errors else "")
                              + "; was qkv or IPython changed by the notebook?")
@@ -349,8 +360,8 @@ class RemoteFunction:
         if self._target.startswith("h") and self._generation != self._kernel.generation:
             raise KernelDied(f"`{self.__name__}` was lost when the kernel restarted")
         answer, peak = kernel_memory.measured_call(self._kernel, {"op": "call", "target": self._target,
-                                                                  "args": json.loads(wire.encode(list(args))),
-                                                                  "kwargs": json.loads(wire.encode(dict(kwargs)))},
+                                                                  "args": wire.plain(list(args)),
+                                                                  "kwargs": wire.plain(dict(kwargs))},
                                                    measure)
         self.printed, cut = _capped(self.printed + answer.get("printed", ""), TEXT_LIMIT)
         self.printed_truncated |= cut
