@@ -11,6 +11,7 @@ missing or half-done; a finished class is a no-op without --force. Feedback and 
 code in processes already running (feedback.py), not as commands.
 """
 import argparse
+import contextlib
 import concurrent.futures
 import gc
 import multiprocessing
@@ -194,9 +195,10 @@ def progress(description, total, unit):
 FEEDBACK_SHARE = 5  # students per call of feedback.generate written here: the progress bar moves every few pages
 
 
-def feedback(coursedir, lesson, sent, workers, force):
+def feedback(coursedir, lesson, sent, workers, force, meanwhile=None):
     """Feedback pages for the lesson's graded students, as `nbgrader generate_feedback lesson [--force]` writes them
-    (without --force it skips the students whose pages are up to date); returns the students whose feedback failed.
+    (without --force it skips the students whose pages are up to date); returns the students whose feedback failed;
+    `meanwhile()` runs here while the workers write them (before the pages, when they are written here).
 
     Local workers are warm and idle once grading is done: they write the pages of disjoint shares of the class,
     reading the gradebook, which nobody writes by now. With a remote cluster, the pages are written here."""
@@ -207,6 +209,8 @@ def feedback(coursedir, lesson, sent, workers, force):
     bar = progress(f"feedback {lesson}", len(ordered), "student")
     try:
         if not workers.sees_the_course:
+            if meanwhile:
+                meanwhile()
             return sorted(_feedback_here(lesson, ordered, force, bar))
         # A pool that started fewer workers than it may (fewer submissions than jobs) would start a cold one for
         # each share beyond those it has: one share per started worker then. Otherwise a few shares per worker,
@@ -222,6 +226,8 @@ def feedback(coursedir, lesson, sent, workers, force):
                 running.append((share, future))
             except RuntimeError:  # the pool is broken (a worker was lost during grading): written below, here
                 running.append((share, None))
+        if meanwhile:
+            meanwhile()
         failed = []
         for share, future in running:
             try:
@@ -312,14 +318,18 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
             report.write(HERE, app.coursedir.db_url, lesson, staged, by_student)
         for unclaimed in parallel.PENDING.values():  # sent, but nbgrader did not grade it: not worth waiting for
             unclaimed.future.cancel()
-        failed_feedback = (feedback(app.coursedir, lesson, sent, workers, force) if bar.total
+        analysed = []
+        def analyse():  # reads the gradebook, complete by now: written while the workers write the pages
+            with contextlib.suppress(Exception):  # a failure is met again below, where it always was
+                analysed.append(item_analysis.write(HERE, app.coursedir.db_url, lesson))
+        failed_feedback = (feedback(app.coursedir, lesson, sent, workers, force, meanwhile=analyse) if bar.total
                            else refresh_feedback(app.coursedir, lesson))
     finally:
         workers.close()
     with progress("grades.csv and item analysis", 2, "file") as files:
         feedback_pages.export_grades("grades.csv")  # byte for byte `nbgrader export --to grades.csv`
         files.update()
-        items = item_analysis.write(HERE, app.coursedir.db_url, lesson)
+        items = analysed[0] if analysed else item_analysis.write(HERE, app.coursedir.db_url, lesson)
         files.update()
     bundles, _ = lms_feedback.write(app.coursedir, lesson, HERE)  # the pages, named for the LMS's bulk upload
     if weaker:  # the opt-in, said again where the instructor reads the result
