@@ -92,6 +92,7 @@ def _staged_anomalies(coursedir, lesson, student, notebook):
 
 
 class QkvAutograde(Autograde):
+    staged_already = None  # make grade's [Staged] of this run (grade_class.prefetch staged the class before grading)
 
     def start(self):
         lesson = self.coursedir.assignment_id
@@ -99,8 +100,10 @@ class QkvAutograde(Autograde):
         ensure_in_gradebook(self.coursedir, lesson, self.log)
         self.release_folder = release
         self.regraded = {}
-        self.staged = submissions.stage(self.coursedir.root, self.coursedir.submitted_directory, lesson, notebooks,
-                                        release, self.coursedir.student_id, submissions.NotebookLimits(parent=self))
+        staged, QkvAutograde.staged_already = QkvAutograde.staged_already, None  # taken by this one pass
+        self.staged = staged if staged is not None else submissions.stage(
+            self.coursedir.root, self.coursedir.submitted_directory, lesson, notebooks, release,
+            self.coursedir.student_id, submissions.NotebookLimits(parent=self))
         for entry in self.staged:
             if entry.refused:
                 self.log.warning("qkv grader: refused %r: %s", entry.student, entry.anomalies[0]["detail"])

@@ -6,9 +6,8 @@ run in autograde/ (make grade does that). Steps: collect an LMS export into subm
 zip_collect), check the model a lesson runs and its results (startup.py), grade every pending submission in
 parallel (parallel.py; locally one worker per core, or on a Dask cluster with --scheduler or $DASK_SCHEDULER, on TLS
 with the course's certificates: cluster_security.py), write feedback, export grades.csv, and write the anomaly
-report and the item analysis. Rerunning grades only what is
-missing or half-done; a finished class is a no-op without --force. Feedback and the export run nbgrader's own
-code in processes already running (feedback.py), not as commands.
+report and the item analysis. Rerunning grades only what is missing or half-done; a finished class is a no-op
+without --force. Feedback and the export run nbgrader's own code in processes already running, not as commands.
 """
 import argparse
 import contextlib
@@ -30,7 +29,7 @@ from qkv import threads
 from qkv_autograde.grading import bulk_grading, cluster_security, feed, parallel, variants
 from qkv_autograde.reports import exports, feedback as feedback_pages, item_analysis, lms_feedback, report
 from qkv_autograde.intake import lms_export, late, submissions
-from qkv_autograde.grading.converter import completely_graded, ensure_in_gradebook
+from qkv_autograde.grading.converter import QkvAutograde, completely_graded, ensure_in_gradebook
 from qkv_autograde.grading.startup import COMMAND_STARTED, Startup, prepare_model
 from qkv_autograde.kernels import isolation
 
@@ -169,6 +168,7 @@ def prefetch(app, lesson, workers, force, regrade=()):
     settings = parallel.settings_of(app.config)
     staged_entries = submissions.stage(course.root, course.submitted_directory, lesson, names, release,
                                        course.student_id, submissions.NotebookLimits(config=app.config))
+    QkvAutograde.staged_already = staged_entries  # nbgrader's pass (app.start) grades these, not a second staging
     pending = []
     for entry in staged_entries:
         staged = os.path.join(course.root, submissions.STAGED, entry.student, lesson, f"{entry.notebook}.ipynb")
