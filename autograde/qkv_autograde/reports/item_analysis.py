@@ -199,7 +199,10 @@ def similarity_png(similarities):
 
     figure = Figure(figsize=(6, 3))
     axes = figure.add_subplot()
-    axes.hist(similarities, bins=np.linspace(0, 1, 21), color="#4c72b0", edgecolor="white")
+    # each value once, weighted by its number of pairs: n(n - 1)/2 values, most of them 0, are never listed
+    runs = similarity.PairSimilarities.of_any(similarities).runs()
+    axes.hist([value for value, _ in runs], bins=np.linspace(0, 1, 21), weights=[pairs for _, pairs in runs],
+              color="#4c72b0", edgecolor="white")
     axes.set_yscale("symlog")
     axes.axvline(similarity.PAIR_SHARE, color="grey", linestyle=":", linewidth=1)
     axes.set_xlabel("share of the smaller answer set held by both (uncommon code only)")
