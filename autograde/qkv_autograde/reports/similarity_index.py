@@ -87,24 +87,28 @@ class ClassIndex:
             by_student[answer.student].append(answer)
         self.students = sorted(by_student)
         self.answers = [by_student[s] for s in self.students]  # each student's answers, in the order given
-        # [n] arrays: every student's set of fingerprints
-        self.sets = [np.unique(np.concatenate([a.hashes for a in own])) for own in self.answers]
-        self.sizes = np.array([len(s) for s in self.sets], dtype=np.int64)
         self.limit = limit_of(len(self.students))
-        every = np.concatenate(self.sets) if self.sets else np.zeros(0, HASHES)
-        owner = np.repeat(np.arange(len(self.students)), self.sizes)
-        self.values, which, self.holders = np.unique(every, return_inverse=True, return_counts=True)
+        sets = [self.set_of(i) for i in range(len(self.students))]  # [n] arrays: each student's fingerprints
+        self.sizes = np.array([len(s) for s in sets], dtype=np.int64)
+        # every fingerprint of the class once, with how many students hold it
+        self.values, which, self.holders = np.unique(np.concatenate(sets) if sets else np.zeros(0, HASHES),
+                                                     return_inverse=True, return_counts=True)
+        del sets
+        owner = np.repeat(np.arange(len(self.students), dtype=np.int32), self.sizes)
         rare = self.holders[which] <= self.limit
-        # each student's rare fingerprints (value numbers): `every` lists the students' sets one after the other
-        self._own_rare, rare_owner = which[rare], owner[rare]
+        # each student's rare fingerprints (as positions in values), the students one after the other
+        self._own_rare, rare_owner = which[rare].astype(np.int32), owner[rare]
+        del which, owner, rare
         self._own_first, self._own_end = (np.searchsorted(rare_owner, np.arange(len(self.students)), side=side)
                                           for side in ("left", "right"))
-        # the inverted index of the rare fingerprints: for each, its holders (student numbers, increasing)
+        # the inverted index of the rare fingerprints: their holders (student numbers), fingerprint after fingerprint
         order = np.argsort(self._own_rare, kind="stable")
-        self._holder = rare_owner[order]
-        self._first, self._end = (np.searchsorted(self._own_rare[order], np.arange(len(self.values)), side=side)
-                                  for side in ("left", "right"))
+        self._rare_sorted, self._holder = self._own_rare[order], rare_owner[order]
         self._position = {student: i for i, student in enumerate(self.students)}
+
+    def set_of(self, i):
+        """The fingerprints of student number i, as a sorted array."""
+        return np.unique(np.concatenate([a.hashes for a in self.answers[i]]))
 
     def held_by_more_than(self, share):
         """The fingerprints more than `share` of the students hold, as a sorted array."""
@@ -121,7 +125,8 @@ class ClassIndex:
             values = self._own_rare[self._own_first[i]:self._own_end[i]]
             if not len(values):
                 continue
-            others = self._holder[_ranges(self._first[values], self._end[values])]  # the holders of each, in turn
+            first, end = (np.searchsorted(self._rare_sorted, values, side=side) for side in ("left", "right"))
+            others = self._holder[_ranges(first, end)]  # the holders of each of i's rare fingerprints, in turn
             shared = np.bincount(others[others > i], minlength=n)  # [n]: rare fingerprints i shares with each
             partners = np.flatnonzero(shared)
             count = shared[partners]
@@ -136,7 +141,7 @@ class ClassIndex:
     def shared_rare(self, a, b):
         """The rare fingerprints both students hold, as a sorted array."""
         i, j = self._position[a], self._position[b]
-        both = np.intersect1d(self.sets[i], self.sets[j], assume_unique=True)
+        both = np.intersect1d(self.set_of(i), self.set_of(j), assume_unique=True)
         where = np.searchsorted(self.values, both)
         return both[self.holders[where] <= self.limit]
 
