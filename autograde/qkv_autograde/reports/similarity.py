@@ -25,7 +25,9 @@ statements, code inlined or split into helpers) is not caught, nor is copying th
 notebooks shows (a pair where one wrote and both handed in different code).
 
 Student text is data here: it is read from the autograded notebooks, cut to MAX_SOURCE characters a cell, never
-run, and whatever is shown of it goes through html.escape in the report.
+run, and whatever is shown of it goes through html.escape in the report. The notebooks are read one at a time and
+the class's fingerprints kept as bare hashes (similarity_index.py), so make grade's coordinator does not grow with
+the class (issue 45); a finding's lines come from its notebooks read again.
 """
 import collections.abc
 import hashlib
