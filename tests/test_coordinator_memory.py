@@ -1,6 +1,7 @@
 """make grade's coordinator keeps flat memory as the class grows (issue 45): what it used to keep per student or per
-pair of students, it does not. Measured at 1,000 students by bench/bench_grading_limit.py (--only-grade); here, the
-mechanisms, each on its own and in a few seconds."""
+pair of students, it does not. Measured by bench/bench_grading_limit.py 01-lookup N --only-grade on 2 cores: peak RSS
+175 MB at 40 and at 200 students, 198 MB at 1,000 (before: 339-346 MB at 1,000); here, the mechanisms, each on its
+own and in a few seconds."""
 import copy
 import tracemalloc
 
