@@ -12,7 +12,9 @@ moved to the workers (measured on 40 submissions of lesson 01, coordinator alone
   ever compiled only once. Here one engine per database URL serves them all (nbgrader still closes its
   sessions and disposes of the connections after each use).
 - Every cell's nbgrader metadata is validated with `jsonschema.validate`, which checks the (fixed) schema itself
-  again on every call, about two thirds of the cost. Here each schema is checked once.
+  again on every call, about two thirds of the cost. Here each schema is checked once: once per text, as every
+  notebook's validator reads the schema file anew (kept by the dict's identity, each copy and its validator stayed
+  in memory, about 20 KB a notebook: issue 45).
 - Every gradebook access lists the database's tables and checks each of nbgrader's tables exists (sqlalchemy's
   inspect and create_all: a PRAGMA per table), about eleven times per notebook. Here that is done once per engine:
   the tables are made or found the first time, and nothing in a grading run drops them.
@@ -21,6 +23,7 @@ Together: 4.9 -> 2.8 CPU-s for the coordinator's share of 40 submissions, 1.9 ->
 stock `nbgrader` commands are left as nbgrader ships them; these changes live only in the process that calls
 `enable()`, and the children it forks start without the shared engines.
 """
+import json
 import os
 import sqlite3
 
@@ -32,7 +35,8 @@ from sqlalchemy.engine import Engine
 
 _enabled = False
 _engines = {}      # (database URL, options) -> the one engine for it
-_validators = {}   # id(schema) -> (schema, its validator): the schema was checked when it was added
+_validators = {}   # the schema's JSON text -> its validator: the schema was checked when it was added
+_last_schema = []  # [(schema, its validator)]: the dict last validated against, which is most often the next
 
 
 def _write_ahead(dbapi_connection, _record):
@@ -91,12 +95,14 @@ class _SchemasCheckedOnce:
 
     @staticmethod
     def validate(instance, schema):
-        known = _validators.get(id(schema))
-        if known is None or known[0] is not schema:
-            kind = jsonschema.validators.validator_for(schema)
-            kind.check_schema(schema)
-            known = _validators[id(schema)] = (schema, kind(schema))
-        error = jsonschema.exceptions.best_match(known[1].iter_errors(instance))
+        if not _last_schema or _last_schema[0][0] is not schema:
+            text = json.dumps(schema, sort_keys=True)
+            if text not in _validators:
+                kind = jsonschema.validators.validator_for(schema)
+                kind.check_schema(schema)
+                _validators[text] = kind(json.loads(text))
+            _last_schema[:] = [(schema, _validators[text])]  # one dict held, not one per notebook
+        error = jsonschema.exceptions.best_match(_last_schema[0][1].iter_errors(instance))
         if error is not None:
             raise error
 

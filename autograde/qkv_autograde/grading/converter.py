@@ -131,6 +131,17 @@ class QkvAutograde(Autograde):
             self.log.warning("qkv grader: grading %s failed", notebook_filename, exc_info=True)
             graded_as_zero(self.coursedir, lesson, student, notebook, self.release_folder,
                            f"{type(error).__name__}: {error}", self.log)
+        finally:
+            forget_converted_metadata(self.exporter)
+
+
+def forget_converted_metadata(exporter):
+    """nbconvert's exporter keeps the metadata of every notebook it converted (Exporter._nb_metadata, which only its
+    HTML exporter reads, for the notebook being converted): two entries a student, kept by one exporter for the
+    whole class (issue 45). Nothing reads them once a notebook is written."""
+    remembered = getattr(exporter, "_nb_metadata", None)
+    if isinstance(remembered, dict):
+        remembered.clear()
 
     def init_destination(self, assignment_id, student_id):
         dest = os.path.normpath(self._format_dest(assignment_id, student_id))

@@ -24,7 +24,8 @@ import re
 
 import nbformat
 import numpy as np
-from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.api import (BaseCell, Grade, Gradebook, MissingEntry, Notebook, SubmittedAssignment,
+                          SubmittedNotebook)
 
 from qkv_autograde.reports import similarity, variant_rows
 
@@ -72,6 +73,24 @@ def _failure_lines(course_root, lesson, student, notebook, autograded="autograde
     return found, order
 
 
+def submitted_totals(gb, assignment):
+    """[(student, total score)] of the assignment's submissions, as rows: the class's submissions, notebooks and
+    grades as gradebook objects took about 60 MB for a class of 1,000 (issue 45)."""
+    return gb.db.query(SubmittedAssignment.student_id, SubmittedAssignment.score).filter(
+        SubmittedAssignment.assignment_id == assignment.id).all()
+
+
+def submitted_grades(gb, assignment):
+    """[(student, notebook, grade cell, score)] of every grade of the assignment's submissions, as rows."""
+    return (gb.db.query(SubmittedAssignment.student_id, Notebook.name, BaseCell.name, Grade.score)
+            .join(SubmittedNotebook, Grade.notebook_id == SubmittedNotebook.id)
+            .join(SubmittedAssignment, SubmittedNotebook.assignment_id == SubmittedAssignment.id)
+            .join(Notebook, SubmittedNotebook.notebook_id == Notebook.id)
+            .join(BaseCell, Grade.cell_id == BaseCell.id)
+            .filter(SubmittedAssignment.assignment_id == assignment.id)
+            .yield_per(1000))
+
+
 def analyse(course_root, db_url, lesson):
     """The numbers of the page: {"lesson", "students", "totals", "max_total", "items": [...], "missing"}."""
     result = {"lesson": lesson, "students": [], "totals": [], "max_total": 0.0, "items": [], "missing": False,
@@ -88,13 +107,11 @@ def analyse(course_root, db_url, lesson):
         cells = [(notebook.name, cell.name, float(cell.max_score or 0)) for notebook in assignment.notebooks
                  for cell in notebook.grade_cells if cell.cell_type == "code"]
         result["max_total"] = float(assignment.max_score or 0)
-        scores = {}
-        for submission in sorted(assignment.submissions, key=lambda s: s.student_id):
-            result["students"].append(submission.student_id)
-            result["totals"].append(float(submission.score or 0))
-            for notebook in submission.notebooks:
-                for grade in notebook.grades:
-                    scores[(submission.student_id, notebook.name, grade.name)] = float(grade.score or 0)
+        for student, total in sorted(submitted_totals(gb, assignment)):
+            result["students"].append(student)
+            result["totals"].append(float(total or 0))
+        scores = {(student, notebook, name): float(score or 0)
+                  for student, notebook, name, score in submitted_grades(gb, assignment)}
     students, totals = result["students"], result["totals"]
     lines, order = {}, {}
     for student in students:
@@ -199,7 +216,10 @@ def similarity_png(similarities):
 
     figure = Figure(figsize=(6, 3))
     axes = figure.add_subplot()
-    axes.hist(similarities, bins=np.linspace(0, 1, 21), color="#4c72b0", edgecolor="white")
+    # each value once, weighted by its number of pairs: n(n - 1)/2 values, most of them 0, are never listed
+    runs = similarity.PairSimilarities.of_any(similarities).runs()
+    axes.hist([value for value, _ in runs], bins=np.linspace(0, 1, 21), weights=[pairs for _, pairs in runs],
+              color="#4c72b0", edgecolor="white")
     axes.set_yscale("symlog")
     axes.axvline(similarity.PAIR_SHARE, color="grey", linestyle=":", linewidth=1)
     axes.set_xlabel("share of the smaller answer set held by both (uncommon code only)")

@@ -25,8 +25,11 @@ statements, code inlined or split into helpers) is not caught, nor is copying th
 notebooks shows (a pair where one wrote and both handed in different code).
 
 Student text is data here: it is read from the autograded notebooks, cut to MAX_SOURCE characters a cell, never
-run, and whatever is shown of it goes through html.escape in the report.
+run, and whatever is shown of it goes through html.escape in the report. The notebooks are read one at a time and
+the class's fingerprints kept as bare hashes (similarity_index.py), so make grade's coordinator does not grow with
+the class (issue 45); a finding's lines come from its notebooks read again.
 """
+import collections.abc
 import hashlib
 import importlib
 import inspect
@@ -39,6 +42,9 @@ import types
 from dataclasses import dataclass, field
 
 import nbformat
+import numpy as np
+
+from qkv_autograde.reports.similarity_index import ClassIndex, Held, PairSimilarities, hashes_of
 
 K = 8                 # tokens per k-gram
 W = 4                 # winnowing window: a shared run of K + W - 1 = 11 tokens always shares a fingerprint
@@ -131,18 +137,12 @@ def common_limit(students):
 
 
 def far_out_fence(values):
-    """Tukey's far-out fence of the values: upper quartile + 3 interquartile ranges (0 for no values)."""
-    ordered = sorted(values)
-    if not ordered:
+    """Tukey's far-out fence of the values (a list, or the PairSimilarities of a class): upper quartile + 3
+    interquartile ranges (0 for no values)."""
+    counted = PairSimilarities.of_any(values)
+    if not len(counted):
         return 0.0
-
-    def quantile(q):
-        position = q * (len(ordered) - 1)
-        low = int(position)
-        high = min(low + 1, len(ordered) - 1)
-        return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-    q1, q3 = quantile(0.25), quantile(0.75)
+    q1, q3 = counted.quantile(0.25), counted.quantile(0.75)
     return q3 + 3 * (q3 - q1)
 
 
@@ -158,65 +158,31 @@ def match_references(answer, references):
     """(reference name, shared hashes) of the reference function the answer's fingerprints lie mostly in, or None.
 
     `references`: {name: (source, fingerprints)}."""
-    if len(answer.prints) < MIN_SHARED:
+    return best_reference(answer.prints.keys(), references)
+
+
+def best_reference(own, references):
+    """match_references for the set of an answer's fingerprints `own`."""
+    if len(own) < MIN_SHARED:
         return None
     best = None
     for name, (_, prints) in references.items():
-        shared = answer.prints.keys() & prints.keys()
-        if len(shared) >= MIN_SHARED and len(shared) >= REFERENCE_SHARE * len(answer.prints):
+        shared = own & prints.keys()
+        if len(shared) >= MIN_SHARED and len(shared) >= REFERENCE_SHARE * len(own):
             if best is None or len(shared) > len(best[1]):
                 best = (name, shared)
     return best
 
 
-def canonical_code(answers):
-    """The fingerprints more than half of the class's students hold (in a class of at least MIN_STUDENTS): the way
-    most write it, which is no evidence of copying from the reference either."""
-    holders = {}
-    for answer in answers:
-        for value in answer.prints:
-            holders.setdefault(value, set()).add(answer.student)
-    students = len({a.student for a in answers})
-    if students < MIN_STUDENTS:
-        return set()
-    return {h for h, who in holders.items() if len(who) > students / 2}
-
-
 def compare_class(answers):
     """Pairs of students whose answers share rare fingerprints: (pairs, similarities, limit), where pairs is
-    {(a, b): {"shared": n, "similarity": s, "cells": {cell_a: (cell_b, shared hashes)}}} for every pair sharing
-    any rare fingerprint, similarities the similarity of every pair of students with answers (0 for most), and
-    limit the class's common-code limit."""
-    by_student = {}
-    for answer in answers:
-        by_student.setdefault(answer.student, []).append(answer)
-    students = sorted(by_student)
-    limit = common_limit(len(students))
-    holders = {}
-    for student, own in by_student.items():
-        for value in {h for a in own for h in a.prints}:
-            holders.setdefault(value, set()).add(student)
-    rare = {h for h, who in holders.items() if len(who) <= limit}
-    size = {s: len({h for a in own for h in a.prints}) for s, own in by_student.items()}
-    shared_by_pair = {}
-    for value in rare:
-        who = sorted(holders[value])
-        for i, a in enumerate(who):
-            for b in who[i + 1:]:
-                shared_by_pair.setdefault((a, b), set()).add(value)
-    pairs = {}
-    for (a, b), shared in shared_by_pair.items():
-        smaller = min(size[a], size[b]) or 1
-        cells = {}
-        for left in by_student[a]:
-            for right in by_student[b]:
-                common = left.prints.keys() & right.prints.keys() & shared
-                if common and (left.cell not in cells or len(common) > len(cells[left.cell][1])):
-                    cells[left.cell] = (right.cell, common)
-        pairs[(a, b)] = {"shared": len(shared), "similarity": len(shared) / smaller, "cells": cells}
-    count = len(students) * (len(students) - 1) // 2
-    similarities = [p["similarity"] for p in pairs.values()] + [0.0] * (count - len(pairs))
-    return pairs, similarities, limit
+    {(a, b): {"shared": n, "similarity": s}} for every pair sharing at least MIN_SHARED rare fingerprints that cover
+    PAIR_SHARE of the smaller (the only ones flagged_pairs may name), similarities the similarity of every pair of
+    students with answers (PairSimilarities: 0 for most), and limit the class's common-code limit."""
+    index = answers if isinstance(answers, ClassIndex) else ClassIndex(
+        [Held(a.student, a.cell, None, hashes_of(a.prints)) for a in answers], common_limit)
+    pairs, similarities = index.pairs(lambda shared, share: (shared >= MIN_SHARED) & (share >= PAIR_SHARE))
+    return pairs, similarities, index.limit
 
 
 def flagged_pairs(pairs, similarities):
@@ -300,44 +266,47 @@ def release_folder(course_root, lesson):
 # ------------------------------------------------------------------------------------------------ the class
 
 def detect(notebooks, release_nb, references=None):
-    """{student: [anomaly]} and the class's pair similarities, for {(student, notebook name): notebook}.
+    """{student: [anomaly]} and the class's pair similarities, for {(student, notebook name): notebook} (any mapping:
+    each notebook is asked for once while the class's fingerprints are gathered, and again only if a finding
+    shows its lines).
 
     An anomaly is {"name", "detail", "evidence": [{"cell", "left", "right", "left_title", "right_title"}]} where
     left and right are [(line, text)]: the student's matching lines and the other text's."""
     answer_ids, given = release_of(release_nb)
     references = reference_prints(given) if references is None else references
-    answers = []
-    for (student, _), nb in sorted(notebooks.items()):
-        for cell, source in sorted(answer_cells(nb, answer_ids).items()):
-            answers.append(Answer(student, cell, source, fingerprints_of(source, given)))
+    held = [Held(student, cell, (student, name), hashes_of(fingerprints_of(source, given)))
+            for student, name in sorted(notebooks)
+            for cell, source in sorted(answer_cells(notebooks[(student, name)], answer_ids).items())]
+    index = ClassIndex(held, common_limit)
+    canonical = index.held_by_more_than(0.5) if len(index.students) >= MIN_STUDENTS else index.values[:0]
+    reread = Reread(notebooks, answer_ids, given)
     notes = {}
-    canonical = canonical_code(answers)
-    for answer in answers:
-        own = Answer(answer.student, answer.cell, answer.source,
-                     {h: lines for h, lines in answer.prints.items() if h not in canonical})
-        found = match_references(own, references)
+    for answer in held:
+        own = set(np.setdiff1d(answer.hashes, canonical, assume_unique=True).tolist())
+        found = best_reference(own, references)
         if found:
             name, shared = found
             source, prints = references[name]
-            share = len(shared) / len(own.prints)
+            share = len(shared) / len(own)
             notes.setdefault(answer.student, []).append({
                 "name": COPIED,
                 "detail": f"{answer.cell}: {100 * share:.0f}% of its code matches {name} "
                           f"({len(shared)} fingerprints), after names, layout and comments are normalised",
                 "evidence": [{"cell": answer.cell, "left_title": f"{answer.student}: {answer.cell}",
-                              "left": matched_lines(answer.source, answer.prints, shared), "right_title": name,
+                              "left": matched_lines(*reread(answer.notebook, answer.cell), shared),
+                              "right_title": name,
                               "right": matched_lines(source, prints, shared)}]})
-    pairs, similarities, limit = compare_class(answers)
-    sources = {(a.student, a.cell): a for a in answers}
+    pairs, similarities, limit = compare_class(index)
+    last = {(a.student, a.cell): a.notebook for a in held}  # a cell handed in twice: the later notebook's
     for (a, b), found in sorted(flagged_pairs(pairs, similarities).items()):
+        cells = index.cells(a, b)
         for me, other, flip in ((a, b, False), (b, a, True)):
             evidence = []
-            for left_cell, (right_cell, shared) in sorted(found["cells"].items()):
+            for left_cell, (right_cell, shared) in sorted(cells.items()):
                 mine, theirs = (right_cell, left_cell) if flip else (left_cell, right_cell)
                 evidence.append({"cell": mine, "left_title": f"{me}: {mine}", "right_title": f"{other}: {theirs}",
-                                 "left": matched_lines(sources[(me, mine)].source, sources[(me, mine)].prints, shared),
-                                 "right": matched_lines(sources[(other, theirs)].source,
-                                                        sources[(other, theirs)].prints, shared)})
+                                 "left": matched_lines(*reread(last[(me, mine)], mine), shared),
+                                 "right": matched_lines(*reread(last[(other, theirs)], theirs), shared)})
             notes.setdefault(me, []).append({
                 "name": CLASSMATE,
                 "detail": f"{other}: {found['shared']} uncommon fingerprints in common, "
@@ -348,26 +317,47 @@ def detect(notebooks, release_nb, references=None):
     return notes, similarities
 
 
-def class_notebooks(course_root, lesson, autograded="autograded"):
-    """{(student, notebook): notebook} of every autograded notebook of the lesson that can be read, each kept as its
-    graded code cells alone (slim), all that detect reads: whole graded notebooks, outputs and all, made the
-    coordinator's memory grow with the class (issue 45)."""
-    found = {}
-    top = os.path.join(course_root, autograded)
-    if not os.path.isdir(top):
-        return found
-    for student in sorted(os.listdir(top)):
-        folder = os.path.join(top, student, lesson)
-        if not os.path.isdir(folder):
-            continue
-        for name in sorted(os.listdir(folder)):
-            if name.endswith(".ipynb"):
-                try:
-                    found[(student, name[:-len(".ipynb")])] = slim(nbformat.read(os.path.join(folder, name),
-                                                                                 as_version=4))
-                except Exception:  # an unreadable notebook has nothing to compare
-                    continue
-    return found
+class Reread:
+    """(source, fingerprints with their lines) of an answer cell, from its notebook read again: the class's
+    fingerprints are kept as bare hashes (similarity_index), lines only for what a finding shows."""
+
+    def __init__(self, notebooks, answer_ids, given):
+        self.notebooks, self.answer_ids, self.given, self.last = notebooks, answer_ids, given, (None, {})
+
+    def __call__(self, key, cell):
+        if self.last[0] != key:  # a student's findings come one after the other: their notebook is read once
+            self.last = (key, answer_cells(self.notebooks[key], self.answer_ids))
+        source = self.last[1][cell]
+        return source, fingerprints_of(source, self.given)
+
+
+class ClassNotebooks(collections.abc.Mapping):
+    """{(student, notebook): notebook} of every autograded notebook of the lesson, read from disk when asked for,
+    each as its graded code cells alone (slim), all that detect reads: the whole class held at once, outputs and
+    all, made the coordinator's memory grow with the class (issue 45). A notebook that cannot be read has nothing
+    to compare (an empty one)."""
+
+    def __init__(self, course_root, lesson, autograded="autograded"):
+        self.folder, self.lesson = os.path.join(course_root, autograded), lesson
+        self.keys = []
+        for student in sorted(os.listdir(self.folder)) if os.path.isdir(self.folder) else []:
+            folder = os.path.join(self.folder, student, lesson)
+            if os.path.isdir(folder):
+                self.keys += [(student, name[:-len(".ipynb")]) for name in sorted(os.listdir(folder))
+                              if name.endswith(".ipynb")]
+
+    def __getitem__(self, key):
+        try:
+            return slim(nbformat.read(os.path.join(self.folder, key[0], self.lesson, f"{key[1]}.ipynb"),
+                                      as_version=4))
+        except Exception:  # an unreadable notebook has nothing to compare
+            return types.SimpleNamespace(cells=[])
+
+    def __iter__(self):
+        return iter(self.keys)
+
+    def __len__(self):
+        return len(self.keys)
 
 
 def slim(nb):
@@ -388,4 +378,4 @@ def class_report(course_root, lesson, autograded="autograded"):
         release = nbformat.read(os.path.join(folder, f"{lesson}.ipynb"), as_version=4)
     except (OSError, ValueError):
         return {}, []
-    return detect(class_notebooks(course_root, lesson, autograded), release)
+    return detect(ClassNotebooks(course_root, lesson, autograded), release)
