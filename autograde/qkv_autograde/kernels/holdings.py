@@ -134,6 +134,7 @@ def private_helpers(found):
     otherwise ship beside their stubs. A helper that any other code uses (another function, a module-level statement,
     another module) ships."""
     sources = {path: path.read_text(encoding="utf-8") for path in pathlib.Path(LIBRARY).rglob("*.py")}
+    words = {path: set(re.findall(r"\w+", text)) for path, text in sources.items()}  # a name's whole-word uses
     helpers = {}
     for module in sorted({dotted.rpartition(".")[0] for dotted in found}):
         path = pathlib.Path(importlib.import_module(module).__file__)
@@ -146,8 +147,8 @@ def private_helpers(found):
             for name in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & private:
                 if name != own:
                     users[name].add(own)  # None: a module-level statement or a class
-        elsewhere = {name for name in private for other, text in sources.items()
-                     if other != path and re.search(rf"\b{name}\b", text)}
+        elsewhere = {name for name in private for other, found_there in words.items()
+                     if other != path and name in found_there}
         changed = True
         while changed:
             changed = False
