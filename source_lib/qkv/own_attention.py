@@ -18,6 +18,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from qkv.readable_errors import ThreeLineError
+
 
 class _Layer(NamedTuple):
     heads: Callable    # () -> ([H_q, T, d_head], None): the model's own attention of this layer, before W_o
@@ -27,9 +29,8 @@ class _Layer(NamedTuple):
 _running = contextvars.ContextVar("qkv_model_layer", default=None)
 
 
-class NotTheModelsAttention(Exception):
-    """own_attention called outside qkv.model.forward, or on arrays that are not the model's. Its str is one sentence;
-    IPython and Jupyter show three lines, what, why and what to do (`_render_traceback_`), as for NotInThisEdition."""
+class NotTheModelsAttention(ThreeLineError):
+    """own_attention called outside qkv.model.forward, or on arrays that are not the model's (three lines)."""
 
     lines = ("qkv.model.own_attention answers only inside model.forward, for the q, k, v and mask of the layer the "
              "model is computing.",
@@ -37,13 +38,6 @@ class NotTheModelsAttention(Exception):
              "for inputs of your own.",
              "What to do: give it (or your wrapper of it) to model.forward(..., attention=...); for other inputs use "
              "your own grouped_query_attention from lesson 05.")
-
-    def __init__(self):
-        super().__init__(" ".join(self.lines))
-
-    def _render_traceback_(self):
-        what, why, to_do = self.lines
-        return [f"\x1b[31m{type(self).__name__}\x1b[39m: {what}", why, to_do]
 
 
 @contextlib.contextmanager

@@ -19,14 +19,14 @@ which key/value head), as it is with the handed-out attention of lessons 02 and 
 import numpy as np
 
 from qkv import model_cache
+from qkv.readable_errors import ThreeLineError
 
 PROJECTIONS = ("attn_norm", "W_q", "W_k", "W_v")  # what decides the q, k, v the model's attention attends with
 _own = {}  # id(array) -> array: the PROJECTIONS of every layer of an adopted load (kept, so no id is reused)
 
 
-class NotTheModelsWeights(Exception):
-    """The model's own attention called with projections that are not the loaded model's. Its str is one sentence;
-    IPython and Jupyter show three lines, what, why and what to do (`_render_traceback_`), as for NotInThisEdition."""
+class NotTheModelsWeights(ThreeLineError):
+    """The model's own attention called with projections that are not the loaded model's (three lines)."""
 
     lines = ("qkv.model's own attention runs only with SmolLM2's own attn_norm, W_q, W_k and W_v, the very arrays "
              "model.load() returned.",
@@ -34,13 +34,6 @@ class NotTheModelsWeights(Exception):
              "open exercise.",
              "What to do: pass your own attention with attention= (model.forward, model.attention_block); copied or "
              "changed weights work there.")
-
-    def __init__(self):
-        super().__init__(" ".join(self.lines))
-
-    def _render_traceback_(self):
-        what, why, to_do = self.lines
-        return [f"\x1b[31m{type(self).__name__}\x1b[39m: {what}", why, to_do]
 
 
 def frozen(arrays):

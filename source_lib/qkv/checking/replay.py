@@ -27,6 +27,7 @@ import types
 import numpy as np
 
 from qkv import wire_codec
+from qkv.readable_errors import ThreeLineError
 
 FORMAT = 1
 FOLDER = pathlib.Path(__file__).resolve().parents[1] / "fixtures"  # qkv/fixtures, in the edition only
@@ -38,7 +39,7 @@ _LOADED = {}      # lesson number -> {key: entry}
 _BY_NAME = {}     # lesson number -> {dotted name: [(skeleton, arguments, entry)]}, made at the first inexact call
 
 
-class NotInThisEdition(Exception):
+class NotInThisEdition(ThreeLineError):
     """A withheld reference function was called on an input no visible check uses: write your own.
 
     Its str is one sentence (plain Python prints it after the traceback); in IPython and Jupyter it shows as three
@@ -73,11 +74,6 @@ class NotInThisEdition(Exception):
                           f"What to do: compute it with your own functions from lesson {lesson}.")
         super().__init__(text)
         self.dotted, self.lesson = dotted, lesson
-
-    def _render_traceback_(self):
-        """What IPython shows instead of the traceback: three lines, the first named like an error."""
-        what, why, to_do = self.lines
-        return [f"\x1b[31m{type(self).__name__}\x1b[39m: {what}", why, to_do]
 
 
 def answer(dotted, arguments, fixtures=(), lesson=None, exercise=True, released=True):
