@@ -134,15 +134,6 @@ class QkvAutograde(Autograde):
         finally:
             forget_converted_metadata(self.exporter)
 
-
-def forget_converted_metadata(exporter):
-    """nbconvert's exporter keeps the metadata of every notebook it converted (Exporter._nb_metadata, which only its
-    HTML exporter reads, for the notebook being converted): two entries a student, kept by one exporter for the
-    whole class (issue 45). Nothing reads them once a notebook is written."""
-    remembered = getattr(exporter, "_nb_metadata", None)
-    if isinstance(remembered, dict):
-        remembered.clear()
-
     def init_destination(self, assignment_id, student_id):
         dest = os.path.normpath(self._format_dest(assignment_id, student_id))
         if os.path.isdir(dest) and not self.force and not completely_graded(dest):
@@ -151,3 +142,12 @@ def forget_converted_metadata(exporter):
                 {"name": "regraded", "detail": "an earlier run stopped before finishing this submission"})
             shutil.rmtree(dest)
         return super().init_destination(assignment_id, student_id)
+
+
+def forget_converted_metadata(exporter):
+    """nbconvert's exporter keeps the metadata of every notebook it converted (Exporter._nb_metadata, which only its
+    HTML exporter reads, for the notebook being converted): two entries a student, kept by one exporter for the
+    whole class (issue 45). Nothing reads them once a notebook is written."""
+    remembered = getattr(exporter, "_nb_metadata", None)
+    if isinstance(remembered, dict):
+        remembered.clear()
