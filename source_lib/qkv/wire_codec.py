@@ -80,10 +80,6 @@ def encode(value, keep=None):
 def plain(value, keep=None):
     """What `encode` writes as JSON text, before it is written: dicts, lists, strings, whole numbers, booleans and
     None (a message's content, which its session writes as JSON once)."""
-    return _to_plain(value, keep)
-
-
-def _to_plain(value, keep):
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int) and not isinstance(value, bool):
@@ -95,26 +91,26 @@ def _to_plain(value, keep):
     if isinstance(value, np.ndarray) and value.dtype.kind in _NUMERIC_KINDS:
         return {"__array__": _array_plain(value)}
     if isinstance(value, list):
-        return [_to_plain(v, keep) for v in value]
+        return [plain(v, keep) for v in value]
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return {"__tuple__": [_to_plain(v, keep) for v in value]}
+        return {"__tuple__": [plain(v, keep) for v in value]}
     if isinstance(value, dict):
-        return {"__dict__": [[_to_plain(k, keep), _to_plain(v, keep)] for k, v in value.items()]}
+        return {"__dict__": [[plain(k, keep), plain(v, keep)] for k, v in value.items()]}
     if isinstance(value, types.SimpleNamespace):
-        return {"__namespace__": {k: _to_plain(v, keep) for k, v in vars(value).items()}}
+        return {"__namespace__": {k: plain(v, keep) for k, v in vars(value).items()}}
     if keep is not None:
         tag = _qkv_name(type(value))
         if REPLY_TYPES.get(tag) is type(value):
-            return {"__object__": tag, "fields": {k: _to_plain(v, keep) for k, v in _fields_of(value).items()}}
+            return {"__object__": tag, "fields": {k: plain(v, keep) for k, v in _fields_of(value).items()}}
         return handle_plain(value, keep)
     if isinstance(value, np.random.Generator):  # its exact state: the kernel draws what the grader would have
-        return {"__generator__": _to_plain(value.bit_generator.state, keep)}
+        return {"__generator__": plain(value.bit_generator.state, keep)}
     if _is_value_type(type(value)) and _qkv_name(type(value)):
         return {"__object__": _qkv_name(type(value)),
-                "fields": {k: _to_plain(v, keep) for k, v in _fields_of(value).items()}}
+                "fields": {k: plain(v, keep) for k, v in _fields_of(value).items()}}
     if isinstance(value, functools.partial) and inspect.isfunction(value.func) and _qkv_name(value.func):
-        return {"__partial__": _qkv_name(value.func), "args": _to_plain(list(value.args), keep),
-                "kwargs": _to_plain(dict(value.keywords), keep)}
+        return {"__partial__": _qkv_name(value.func), "args": plain(list(value.args), keep),
+                "kwargs": plain(dict(value.keywords), keep)}
     if inspect.isfunction(value) and _qkv_name(value):
         return {"__function__": _qkv_name(value)}
     raise WireError(f"{type(value).__name__} cannot be sent to the student's kernel as plain data")
