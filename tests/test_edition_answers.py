@@ -17,7 +17,10 @@ function of an open lesson:
   and 07's functions; lesson 07's chunked attentions written as calls of the handouts' full attention, and through
   the reference's own online-softmax step and lesson 07's own mistake engine;
 - and in every probe run, SmolLM2's own attention on a made-up layer (qkv_edition.probe_routes) as lesson 05's
-  grouped_query_attention and lesson 07's attention_step: it answers only SmolLM2's own projections (qkv.own_weights).
+  grouped_query_attention and lesson 07's attention_step: it answers only SmolLM2's own projections (qkv.own_weights);
+  and every candidate with the heads grouped (probe glue "grouped": q [H_kv, group, n, d] against k[:, None]), which
+  made lesson 02's handed-out attention lesson 05's grouped_query_attention and lesson 07's attention_step until it
+  stopped broadcasting leading axes between Q and K.
 Nothing may pass, except what the one declaration of what a student holds names (holdings.NEEDED_BY), which names
 nothing now: lesson 05's grouped-query attention, which answers lesson 07's attention_step in one call, shipped in
 weeks 06 and 07 while lesson 06 ran SmolLM2 through it; lesson 06 ablates the model's own attention now

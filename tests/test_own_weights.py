@@ -98,3 +98,22 @@ def test_a_load_kept_in_memory_can_never_be_made_writeable():
     assert np.array_equal(arrays["W"], np.arange(6).reshape(2, 3)) and model_cache._never_writeable(arrays["W"])
     with pytest.raises(ValueError):
         arrays["W"].setflags(write=True)
+
+
+def test_lesson_02s_attention_shares_no_key_heads_by_broadcasting():
+    """Lesson 02's attention, a handout from week 03 on, was lesson 05's grouped_query_attention (and lesson 07's
+    attention_step) as one call plus reshapes: q [H_kv, group, n, d] against k[:, None] broadcast the shared heads.
+    It wants the same leading axes now and says how to share heads; written out, the grouping is the exercise's own."""
+    from qkv.attention import attention, attention_weights
+    rng = np.random.default_rng(41)
+    H_q, H_kv, n, T, d = 6, 2, 3, 5, 4
+    q, k, v = rng.normal(size=(H_q, n, d)), rng.normal(size=(H_kv, T, d)), rng.normal(size=(H_kv, T, d))
+    for route in (lambda: attention(q.reshape(H_kv, -1, n, d), k[:, None], v[:, None]),
+                  lambda: attention_weights(q.reshape(H_kv, -1, n, d), k[:, None]),
+                  lambda: attention(q, k[:1], v[:1])):
+        with pytest.raises(ValueError, match=r"same leading \(batch, head\) axes"):
+            route()
+    with pytest.raises(ValueError, match="each key has its value"):
+        attention(q[:2], k, v[:1])
+    shared = np.repeat(k, H_q // H_kv, axis=0), np.repeat(v, H_q // H_kv, axis=0)
+    np.testing.assert_array_equal(attention(q, *shared), grouped_query_attention(q, k, v))

@@ -248,10 +248,13 @@ for _qkv_probe_lesson, _qkv_probe_sources in SOLUTIONS.items():
 
 # "Behind one call plus reshapes or transposes" (issue 41): each candidate (pasted ones included) also stands behind
 # every glue of GLUES, as _qkv_probe_c<i>__<glue>: its answer transposed (last two axes), the first or second of what
-# it returns, or every array argument given a leading axis of 1 and that axis taken off its answer. A wrapper keeps
-# the candidate's signature, so it is tried on the exercises the candidate fits. A whole hidden test runs only for a
-# glue whose answer to the test's first call is the solution's (_qkv_probe_prescreen, a few candidates a call).
-GLUES = ("transposed", "first", "second", "batched")
+# it returns, every array argument given a leading axis of 1 and that axis taken off its answer, or the heads grouped
+# (the first array's leading axis split into [H_kv, group] and every array led by H_kv given an axis of 1 after it,
+# so that a function broadcasting leading axes shares key/value heads: grouped-query attention as one call plus
+# reshapes). A wrapper keeps the candidate's signature, so it is tried on the exercises the candidate fits. A whole
+# hidden test runs only for a glue whose answer to the test's first call is the solution's (_qkv_probe_prescreen).
+GLUES = ("transposed", "first", "second", "batched", "grouped")
+ARGUMENT_GLUES = ("batched", "grouped")  # glues that change the arguments: the prescreen calls them
 PRESCREEN_SECONDS = 1.0  # the most one candidate's call may take in the prescreen
 KERNEL_GLUE = r'''
 def _qkv_probe_glue(fn, how):
@@ -261,10 +264,27 @@ def _qkv_probe_glue(fn, how):
     def lifted(value):
         return np.asarray(value)[None] if isinstance(value, np.ndarray) else value
 
+    def grouped_call(args, kwargs):
+        arrays = [a for a in (*args, *kwargs.values()) if isinstance(a, np.ndarray) and a.ndim >= 3]
+        if len(arrays) < 2 or not arrays[1].shape[0] or arrays[0].shape[0] % arrays[1].shape[0]:
+            raise ValueError("nothing to group")
+        n_q, n_kv = arrays[0].shape[0], arrays[1].shape[0]
+
+        def grouped(a):
+            if not (isinstance(a, np.ndarray) and a.ndim >= 3):
+                return a
+            if a is arrays[0] or (a.shape[0] == n_q != n_kv):
+                return a.reshape((n_kv, n_q // n_kv) + a.shape[1:])
+            return a[:, None] if a.shape[0] == n_kv else a
+        answer = np.asarray(fn(*map(grouped, args), **{k: grouped(v) for k, v in kwargs.items()}))
+        return answer.reshape((n_q,) + answer.shape[2:])
+
     @functools.wraps(fn)
     def glued(*args, **kwargs):
         if how == "batched":
             return np.asarray(fn(*map(lifted, args), **{k: lifted(v) for k, v in kwargs.items()}))[0]
+        if how == "grouped":
+            return grouped_call(args, kwargs)
         answer = fn(*args, **kwargs)
         if how == "transposed":
             return np.swapaxes(answer, -1, -2)
@@ -305,8 +325,8 @@ def _qkv_probe_prescreen(solution, names, args, kwargs):
         for name in names:
             ok, plain = answer(name)
             for how in GLUES:
-                if how == "batched":
-                    good = answer(name + "__batched")
+                if how in ARGUMENT_GLUES:
+                    good = answer(name + "__" + how)
                     good = good[0] and same(good[1], expected)
                 else:
                     try:
@@ -355,8 +375,8 @@ class CandidateKernel:
         for source, named, what in ((routes, "route.", "the probe's routes"), (pasted, "pasted.", "the pasted code")):
             if source:
                 self._run(KERNEL_PASTED.replace("NAMED", repr(named)).replace("PASTED", repr(source)), what)
-        self._run(KERNEL_GLUE.replace("GLUES", repr(GLUES)).replace("SECONDS", repr(PRESCREEN_SECONDS)),
-                  "the candidates' glue")
+        glue = KERNEL_GLUE.replace("ARGUMENT_GLUES", repr(ARGUMENT_GLUES)).replace("GLUES", repr(GLUES))
+        self._run(glue.replace("SECONDS", repr(PRESCREEN_SECONDS)), "the candidates' glue")
         if solutions:
             self._run(KERNEL_SOLUTIONS.replace("SOLUTIONS", repr(solutions)), "the solutions' cells")
             self.solution_failures = self.kernel.get("_qkv_probe_solution_failures")

@@ -5,7 +5,9 @@ Conventions used throughout qkv:
 - a mask is a boolean array broadcastable to [..., n_q, n_k], True where a query MAY attend a key (any other
   dtype is refused: an additive mask, 0 or -inf, cast to bool would be inverted);
 - a query whose keys are all masked out gets all-zero weights and a zero output, never NaN.
-Leading batch/head dimensions ("...") pass through every function unchanged.
+Leading batch/head dimensions ("...") pass through every function unchanged; Q, K and V must have the same ones (a mask
+may broadcast). Query heads that share a key/value head are lesson 05's grouped-query attention, which repeats the
+shared heads: a broadcast here would hand that exercise out as one call plus reshapes (issue 41).
 """
 import math
 
@@ -46,6 +48,9 @@ def dot_scores(Q, K):
     Q, K = as_float_array(Q, "Q"), as_float_array(K, "K")
     require(Q.ndim >= 2 and K.ndim >= 2, f"Q and K must be at least 2-D [n, d_k]; got Q {Q.shape}, K {K.shape}")
     require(Q.shape[-1] == K.shape[-1], f"Q {Q.shape} and K {K.shape} must share the last dimension d_k")
+    require(Q.shape[:-2] == K.shape[:-2],
+            f"Q {Q.shape} and K {K.shape} must have the same leading (batch, head) axes {Q.shape[:-2]}: each query "
+            f"head reads its own key head. To share key heads among query heads, repeat them first (lesson 05)")
     return Q @ np.swapaxes(K, -1, -2)
 
 
@@ -67,6 +72,8 @@ def attention(Q, K, V, mask=None):
     V = as_float_array(V, "V")
     require(V.ndim >= 2 and V.shape[-2] == np.shape(K)[-2],
             f"V {V.shape} must have one row per key; K is {np.shape(K)}")
+    require(V.shape[:-2] == np.shape(K)[:-2],
+            f"V {V.shape} and K {np.shape(K)} must have the same leading (batch, head) axes: each key has its value")
     return attention_weights(Q, K, mask) @ V
 
 

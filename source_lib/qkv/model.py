@@ -149,17 +149,18 @@ def layer_attention(x, layer, config, cos, sin, mask=None, grow=None, return_wei
     # None: the model's own attention sub-block. grow(k, v) -> (k, v) [H_kv, T, d_head] adds the earlier tokens'
     # keys and values (a KV cache), or None: these n tokens alone; mask bool [n, T], or None: causal. The weights are
     # the lessons' own attention_weights (no copy of softmax here: in a week where one is open, it runs its stub);
-    # query heads that share a key/value head sit side by side, q [H_kv, group, n, d_head], and read it by broadcasting.
+    # each group of query heads reads its shared key/value head repeated (qkv.attention does not broadcast heads).
     # heads=True: out is every head's output before W_o, [H_q, n, d_head] (what own_attention hands a wrapper)
     own_weights.require_own_projections(layer)   # SmolLM2's own attn_norm, W_q, W_k, W_v only (qkv.own_weights)
     q, k, v = attention_inputs(x, layer, config, cos, sin)
     k, v = (k, v) if grow is None else grow(k, v)
-    n, (n_kv, T, d) = len(x), k.shape
+    n, (n_kv, T, _) = len(x), k.shape
     mask = np.tri(n, T, T - n, dtype=bool) if mask is None else mask      # query i sits at position T - n + i
-    weights = attention_weights(q.reshape(n_kv, -1, n, d), k[:, None], mask)   # [H_kv, group, n, T]
-    out = (weights @ v[:, None]).reshape(-1, n, d)                             # [H_q, n, d_head]
+    group = len(q) // n_kv
+    weights = attention_weights(q, np.repeat(k, group, axis=0), mask)          # [H_q, n, T]
+    out = weights @ np.repeat(v, group, axis=0)                                # [H_q, n, d_head]
     out = out if heads else out.transpose(1, 0, 2).reshape(n, -1) @ layer.W_o  # heads side by side, then W_o
-    return out, weights.reshape(-1, n, T) if return_weights else None
+    return out, weights if return_weights else None
 
 
 def attention_block(x, layer, config, cos, sin, mask, attention=None, return_weights=False):

@@ -63,6 +63,10 @@ TWINS = {
 # now (qkv.model.own_attention, which answers only inside the model's forward pass) and its checks wrap
 # qkv.sinks.stand_in_attention (issue 41). SmolLM2's attention (qkv.model.layer_attention) is no twin: it answers
 # only SmolLM2's own projections (qkv.own_weights), not a made-up layer's, so no q, k, v of a student's choosing.
+# Lesson 02's attention, handed out from week 03, is no twin either: it wants Q, K and V with the same leading axes
+# (a broadcast of key heads over groups of query heads was lesson 05's grouped_query_attention, and lesson 07's
+# attention_step, as one call plus reshapes; the probe's "grouped" glue tries every candidate that way), so only the
+# grouping written out, which is those exercises' own work, makes it share heads.
 # tests/test_edition_answers.py allows whatever this table names to pass.
 NEEDED_BY = {}
 
