@@ -51,7 +51,8 @@ SPARE_TOOLS = ["kept for later", _spare_factory()]
 del _spare_factory
 '''
 
-# issue 41: the answer nested inside a function, and behind one call plus glue (the first of what it returns)
+# issue 41: the answer nested inside a function, and behind one call plus glue (the first of what it returns; the
+# matrices transposed in and out)
 PLANTED_NESTED = """
 import numpy as np
 
@@ -64,12 +65,21 @@ def spare_outer():
 def spare_pair(x, axis=-1):
     e = np.exp(np.asarray(x) - np.max(x, axis=axis, keepdims=True))
     return e / np.sum(e, axis=axis, keepdims=True), "and a note"
+
+
+def spare_column_lookup(query, keys, values, temperature=1.0):
+    # keys [d_k, n] and values [d_v, n] as columns: soft_lookup behind its matrices transposed (glue "conjugated")
+    scores = np.asarray(keys).T @ query / temperature
+    weights = np.exp(scores - np.max(scores))
+    weights = weights / np.sum(weights)
+    return weights, np.asarray(values) @ weights
 """
 
 PLANTED = {probe.Passing("qkv.probes.spare_normaliser", LESSON, "softmax"),
            probe.Passing("qkv.plots.SPARE_TOOLS[1]", LESSON, "hard_lookup"),
            probe.Passing("qkv.probes.spare_outer.<locals>.<lambda>", LESSON, "softmax"),
-           probe.Passing("qkv.probes.spare_pair first", LESSON, "softmax")}
+           probe.Passing("qkv.probes.spare_pair first", LESSON, "softmax"),
+           probe.Passing("qkv.probes.spare_column_lookup conjugated", LESSON, "soft_lookup")}
 
 # issue 34's example, written the way this library's log_softmax takes it (the last axis only)
 COMPOSITION = """
