@@ -43,10 +43,10 @@ print(json.dumps(seen))
 '''
 
 
-def run_child(tmp_path, mode):
+def run_child(tmp_path, mode, child=CHILD):
     environment = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}",
                        PYTHONPATH=str(ROOT / "autograde"))
-    done = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / f"{mode}.db"), mode], capture_output=True,
+    done = subprocess.run([sys.executable, "-c", child, str(tmp_path / f"{mode}.db"), mode], capture_output=True,
                           text=True, env=environment, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -57,3 +57,61 @@ def test_the_gradebooks_tables_are_looked_for_once_per_engine(tmp_path):
     assert stock["first"] > 0 and stock["five more"] >= 5 * 10  # nbgrader: every table, at every access
     assert bulk["first"] > 0 and bulk["five more"] == 0
     assert bulk["forked child"] == 0 and stock["forked child"] == 0
+
+
+SAVE_CHILD = r'''
+import json, sys
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+from nbgrader.api import Gradebook
+from nbgrader.preprocessors import SaveAutoGrades
+from nbgrader.utils import compute_checksum
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+from qkv_autograde.grading import bulk_grading
+
+url = "sqlite:///" + sys.argv[1]
+if sys.argv[2] == "bulk":
+    bulk_grading.enable()
+commits = []
+event.listen(Session, "after_commit", lambda session: commits.append(1))
+
+def meta(**nbgrader):
+    return {"nbgrader": dict({"schema_version": 3, "locked": False, "solution": False, "grade": False}, **nbgrader)}
+
+answer = new_code_cell("def f():\n    raise NotImplementedError", metadata=meta(grade_id="answer", solution=True))
+answer.metadata.nbgrader["checksum"] = compute_checksum(answer)  # left as released: "No response."
+written = new_markdown_cell("my answer", metadata=meta(grade_id="written", solution=True, grade=True, points=2))
+written.metadata.nbgrader["checksum"] = "released"  # changed: needs hand grading
+passed = new_code_cell("assert True", metadata=meta(grade_id="passes", grade=True, points=3, locked=True))
+failed = new_code_cell("assert False", metadata=meta(grade_id="fails", grade=True, points=1, locked=True),
+                       outputs=[new_output("error", ename="AssertionError", evalue="", traceback=[])])
+nb = new_notebook(cells=[answer, written, passed, failed])
+with Gradebook(url) as gb:
+    gb.add_assignment("a")
+    gb.add_notebook("n", "a")
+    gb.add_solution_cell("answer", "n", "a")
+    gb.add_solution_cell("written", "n", "a")
+    gb.add_grade_cell("written", "n", "a", max_score=2, cell_type="markdown")
+    gb.add_grade_cell("passes", "n", "a", max_score=3, cell_type="code")
+    gb.add_grade_cell("fails", "n", "a", max_score=1, cell_type="code")
+    gb.add_student("ada")
+    gb.add_submission("a", "ada")
+before = len(commits)
+SaveAutoGrades().preprocess(nb, {"nbgrader": {"notebook": "n", "assignment": "a", "student": "ada", "db_url": url}})
+with Gradebook(url) as gb:
+    notebook = gb.find_submission_notebook("n", "a", "ada")
+    rows = sorted([g.name, g.auto_score, g.needs_manual_grade] for g in notebook.grades)
+    comments = sorted([c.name, c.auto_comment] for c in notebook.comments)
+print(json.dumps({"grades": rows, "comments": comments, "commits": len(commits) - before}))
+'''
+
+
+def test_a_notebooks_automatic_grades_are_saved_in_one_commit_with_the_same_values(tmp_path):
+    seen = {mode: run_child(tmp_path, mode, SAVE_CHILD) for mode in ("stock", "bulk")}
+    assert seen["stock"]["grades"] == [["fails", 0.0, False], ["passes", 3.0, False], ["written", None, True]]
+    assert seen["stock"]["comments"] == [["answer", "No response."], ["written", None]]
+    assert seen["stock"]["commits"] >= 5, seen  # nbgrader: one a cell looked up (and its gradebook's own)
+    assert {k: v for k, v in seen["bulk"].items() if k != "commits"} == \
+        {k: v for k, v in seen["stock"].items() if k != "commits"}
+    assert seen["bulk"]["commits"] == seen["stock"]["commits"] - 4, seen  # those of the cells: one

@@ -121,3 +121,24 @@ def test_hostile_tex_stays_inert_and_unconvertible_tex_is_shown_escaped():
     assert "<script>window" not in body and "onerror" not in body and "javascript:" not in body
     assert "<math" in body and "mathcolor" not in body
     assert '<code class="tex">{{{' in body  # too long to convert: the TeX itself, escaped
+
+
+def test_a_markdown_cell_is_rendered_once_for_every_students_page(monkeypatch):
+    """Every page of a class shows the lesson's markdown cells: each is rendered for the first page and remembered
+    for the others, although each student's notebook is in a folder of its own (issue 45). Same page, byte for
+    byte, as rendering it again."""
+    import qkv_autograde.reports.feedback_html as feedback_html
+
+    monkeypatch.setattr(FeedbackExporter, "remembered", feedback_html.Remembered())
+    renders = []
+    original = feedback_html.MarkdownWithMath.render
+    monkeypatch.setattr(feedback_html.MarkdownWithMath, "render",
+                        lambda self, source: renders.append(source) or original(self, source))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("The **lesson's** text, $x^2$.")])
+    pages = [FeedbackExporter(template_name="basic").from_notebook_node(
+        nb, resources={"metadata": {"path": f"autograded/{student}/01-lookup"}})[0] for student in ("ada", "bo")]
+    assert renders == ["The **lesson's** text, $x^2$."]
+    assert pages[0] == pages[1] and "<strong>lesson" in pages[0]
+    monkeypatch.setattr(FeedbackExporter, "remembered", feedback_html.Remembered())
+    assert FeedbackExporter(template_name="basic").from_notebook_node(
+        nb, resources={"metadata": {"path": "autograded/cy/01-lookup"}})[0] == pages[0]

@@ -15,6 +15,10 @@ moved to the workers (measured on 40 submissions of lesson 01, coordinator alone
   again on every call, about two thirds of the cost. Here each schema is checked once: once per text, as every
   notebook's validator reads the schema file anew (kept by the dict's identity, each copy and its validator stayed
   in memory, about 20 KB a notebook: issue 45).
+- SaveAutoGrades looks up each graded cell's grade and each answer's comment with a query joining six tables, and
+  commits after each (~37 queries and commits a notebook): here the submitted notebook's grades and comments are
+  read in one query each, and committed once, after the last cell (`_save_auto_grades_at_once`): the same rows get
+  the same values, and a notebook whose grading fails is graded 0 anyway (converter.graded_as_zero).
 - Every gradebook access lists the database's tables and checks each of nbgrader's tables exists (sqlalchemy's
   inspect and create_all: a PRAGMA per table), about eleven times per notebook. Here that is done once per engine:
   the tables are made or found the first time, and nothing in a grading run drops them.
@@ -30,6 +34,8 @@ import sqlite3
 import jsonschema
 import nbgrader.api
 import nbgrader.nbgraderformat.common
+from nbgrader.api import BaseCell, Comment, Grade, MissingEntry
+from nbgrader.preprocessors import SaveAutoGrades
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
@@ -107,6 +113,56 @@ class _SchemasCheckedOnce:
             raise error
 
 
+class _OneSubmittedNotebook:
+    """What SaveAutoGrades asks of its gradebook for one submitted notebook: its grades and comments by cell name,
+    read in one query each; a name the notebook has twice (a grade and a task cell may share one) or not at all is
+    looked up by nbgrader's own query, which prefers and raises as it always did. Its commits wait for `gradebook`'s
+    one commit at the end."""
+
+    def __init__(self, gradebook, notebook, lesson, student):
+        self.gradebook, self.db = gradebook, self  # SaveAutoGrades commits through gradebook.db.commit()
+        try:
+            submitted = gradebook.find_submission_notebook(notebook, lesson, student)
+        except MissingEntry:
+            self.grades = self.comments = {}
+            return
+        self.grades = self._by_name(gradebook.db.query(BaseCell.name, Grade)
+                                    .join(BaseCell, BaseCell.id == Grade.cell_id)
+                                    .filter(Grade.notebook_id == submitted.id))
+        self.comments = self._by_name(gradebook.db.query(BaseCell.name, Comment)
+                                      .join(BaseCell, BaseCell.id == Comment.cell_id)
+                                      .filter(Comment.notebook_id == submitted.id))
+
+    @staticmethod
+    def _by_name(rows):
+        found, twice = {}, set()
+        for name, row in rows:
+            if name in found:
+                twice.add(name)
+            found[name] = row
+        return {name: row for name, row in found.items() if name not in twice}
+
+    def commit(self):
+        pass
+
+    def find_grade(self, name, *where):
+        return self.grades[name] if name in self.grades else self.gradebook.find_grade(name, *where)
+
+    def find_comment(self, name, *where):
+        return self.comments[name] if name in self.comments else self.gradebook.find_comment(name, *where)
+
+
+def _save_auto_grades_at_once(self, nb, resources):
+    nbgrader_resources = resources["nbgrader"]
+    self.notebook_id, self.assignment_id = nbgrader_resources["notebook"], nbgrader_resources["assignment"]
+    self.student_id, self.db_url = nbgrader_resources["student"], nbgrader_resources["db_url"]
+    with nbgrader.api.Gradebook(self.db_url) as gradebook:
+        self.gradebook = _OneSubmittedNotebook(gradebook, self.notebook_id, self.assignment_id, self.student_id)
+        nb, resources = super(SaveAutoGrades, self).preprocess(nb, resources)  # nbgrader's cell loop
+        gradebook.db.commit()
+    return nb, resources
+
+
 def _forget_engines():
     _engines.clear()
     _tables_ready.clear()
@@ -114,7 +170,7 @@ def _forget_engines():
 
 def enable():
     """From now on, in this process: write-ahead log, one engine per gradebook (its tables looked for once), each
-    schema checked once."""
+    schema checked once, each notebook's automatic grades saved at once."""
     global _enabled
     if _enabled:
         return
@@ -123,5 +179,6 @@ def enable():
     nbgrader.nbgraderformat.common.jsonschema = _SchemasCheckedOnce
     nbgrader.api.Base.metadata.create_all = _create_all_once
     nbgrader.api.inspect = _inspect_ready
+    SaveAutoGrades.preprocess = _save_auto_grades_at_once
     os.register_at_fork(after_in_child=_forget_engines)  # a pool's connections must not cross a fork
     _enabled = True

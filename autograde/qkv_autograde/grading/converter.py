@@ -93,6 +93,7 @@ def _staged_anomalies(coursedir, lesson, student, notebook):
 
 class QkvAutograde(Autograde):
     staged_already = None  # make grade's [Staged] of this run (grade_class.prefetch staged the class before grading)
+    observer = None  # make grade's pages.AsGraded: told of each student graded, and of the pass's end
 
     def start(self):
         lesson = self.coursedir.assignment_id
@@ -111,6 +112,8 @@ class QkvAutograde(Autograde):
         self.coursedir.submitted_directory = submissions.STAGED
         try:
             super().start()
+            if self.observer is not None:  # the gradebook is complete: before the report, which takes a while
+                self.observer.pass_done()
         finally:
             self.coursedir.submitted_directory = submitted
             table = report.write(self.coursedir.root, self.coursedir.db_url, lesson, self.staged, self.regraded)
@@ -133,6 +136,11 @@ class QkvAutograde(Autograde):
                            f"{type(error).__name__}: {error}", self.log)
         finally:
             forget_converted_metadata(self.exporter)
+
+    def run_post_convert_hook(self):
+        super().run_post_convert_hook()
+        if self.observer is not None:  # nbgrader's last step for a student: all of theirs is written
+            self.observer.student_done(self.grading[1])
 
     def init_destination(self, assignment_id, student_id):
         dest = os.path.normpath(self._format_dest(assignment_id, student_id))

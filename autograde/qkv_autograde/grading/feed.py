@@ -43,13 +43,13 @@ class Feed:
 
     def _send(self, entry, staged):
         try:
-            nb = sanitized(self.app, self.lesson, entry.student, entry.notebook, staged)
+            nb, text = sanitized(self.app, self.lesson, entry.student, entry.notebook, staged)
         except Exception as error:
             print(f"qkv grader: {entry.student}'s {entry.notebook} could not be prepared for grading "
                   f"({type(error).__name__}: {error}); graded 0 below", file=sys.stderr)
             self.bar.update()
             return
-        future = self.workers.submit(parallel.execute_submission, self.lesson, entry.student, nbformat.writes(nb),
+        future = self.workers.submit(parallel.execute_submission, self.lesson, entry.student, text,
                                      self.source[entry.notebook], self.settings)
         future.add_done_callback(lambda _: self.bar.update())
         parallel.PENDING[(entry.student, entry.notebook)] = parallel.Pending(parallel.fingerprint(nb), future)
@@ -58,11 +58,12 @@ class Feed:
 
 
 def sanitized(app, lesson, student, notebook, path):
-    """The notebook exactly as nbgrader's sanitize step will hand it to the execute step."""
+    """The notebook exactly as nbgrader's sanitize step will hand it to the execute step, and as JSON."""
     nb = nbformat.read(path, as_version=4)
     submitted = nbformat.writes(nb)
     resources = {"nbgrader": {"student": student, "assignment": lesson, "notebook": notebook,
                               "db_url": app.coursedir.db_url}}
     nb, _ = parallel.sanitize(parallel.PrefetchedSanitize.chain, app.config, nb, resources)
-    parallel.SANITIZED[(student, notebook)] = (submitted, nbformat.writes(nb))
-    return nb
+    text = nbformat.writes(nb)
+    parallel.SANITIZED[(student, notebook)] = (submitted, text)
+    return nb, text

@@ -22,11 +22,11 @@ import time
 import warnings
 
 import nbformat
-from tqdm import tqdm
 
 from qkv import threads
 
 from qkv_autograde.grading import bulk_grading, cluster_security, feed, parallel, variants
+from qkv_autograde.grading.pages import AsGraded, feedback, progress, refresh_feedback
 from qkv_autograde.reports import exports, feedback as feedback_pages, item_analysis, lms_feedback, report
 from qkv_autograde.intake import lms_export, late, submissions
 from qkv_autograde.grading.converter import QkvAutograde, completely_graded, ensure_in_gradebook
@@ -187,82 +187,6 @@ def prefetch(app, lesson, workers, force, regrade=()):
     return parallel.FEED.sent, staged_entries, bar
 
 
-def progress(description, total, unit):
-    """A progress bar on stderr for a phase whose size is known; a phase with nothing to do shows none."""
-    return tqdm(total=total, desc=description, unit=unit, file=sys.stderr, dynamic_ncols=True, disable=total == 0)
-
-
-FEEDBACK_SHARE = 5  # students per call of feedback.generate written here: the progress bar moves every few pages
-
-
-def feedback(coursedir, lesson, sent, workers, force, meanwhile=None):
-    """Feedback pages for the lesson's graded students, as `nbgrader generate_feedback lesson [--force]` writes them
-    (without --force it skips the students whose pages are up to date); returns the students whose feedback failed;
-    `meanwhile()` runs here while the workers write them (before the pages, when they are written here).
-
-    Local workers are warm and idle once grading is done: they write the pages of disjoint shares of the class,
-    reading the gradebook, which nobody writes by now. With a remote cluster, the pages are written here."""
-    students = feedback_pages.graded_students(coursedir, lesson)
-    # the students just graded need new pages, the others are usually up to date: spread the first evenly
-    graded = set(students)
-    ordered = list(dict.fromkeys([s for s in sent if s in graded] + students))  # sent: once per notebook
-    bar = progress(f"feedback {lesson}", len(ordered), "student")
-    try:
-        if not workers.sees_the_course:
-            if meanwhile:
-                meanwhile()
-            return sorted(_feedback_here(lesson, ordered, force, bar))
-        # A pool that started fewer workers than it may (fewer submissions than jobs) would start a cold one for
-        # each share beyond those it has: one share per started worker then. Otherwise a few shares per worker,
-        # so that the bar moves while they write.
-        count = max(1, min(workers.jobs, len(sent)))
-        pieces = min(len(ordered), 3 * count) if count == workers.jobs else count
-        shares = [ordered[k::pieces] for k in range(pieces) if ordered[k::pieces]]
-        running = []
-        for share in shares:
-            try:
-                future = workers.submit(feedback_pages.generate, lesson, share, force)
-                future.add_done_callback(lambda _, n=len(share): bar.update(n))  # noqa: B008 -- binds this share's size now
-                running.append((share, future))
-            except RuntimeError:  # the pool is broken (a worker was lost during grading): written below, here
-                running.append((share, None))
-        if meanwhile:
-            meanwhile()
-        failed = []
-        for share, future in running:
-            try:
-                failed += future.result()
-            except Exception as error:  # a worker lost while writing, or never given the share: written here
-                if future is not None:
-                    print(f"qkv grader: a worker writing feedback failed ({error!r}); writing its share here",
-                          file=sys.stderr)
-                else:
-                    bar.update(len(share))
-                # --force: a worker lost half-way may have left a student's folder without its page, which nbgrader
-                # would take for up to date; rewriting a page that was complete gives the same page
-                failed += feedback_pages.generate(lesson, share, True)
-        return sorted(failed)
-    finally:
-        bar.close()
-
-
-def refresh_feedback(coursedir, lesson):
-    """Nothing new was graded: the pages whose grades or comments changed since they were written (hand grading in
-    formgrader) are rewritten here; generate_feedback without --force leaves every other page as it is."""
-    students = feedback_pages.graded_students(coursedir, lesson)
-    with progress(f"feedback {lesson}", len(students), "student") as bar:
-        return sorted(_feedback_here(lesson, students, False, bar))
-
-
-def _feedback_here(lesson, students, force, bar):
-    failed = []
-    for k in range(0, len(students), FEEDBACK_SHARE):
-        share = students[k:k + FEEDBACK_SHARE]
-        failed += feedback_pages.generate(lesson, share, force)
-        bar.update(len(share))
-    return failed
-
-
 def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False, out=sys.stdout, allow_older=False,
           insecure_scheduler=False, allow_partial_isolation=False, force_variants=False):
     os.chdir(HERE)
@@ -306,9 +230,14 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
         sent, staged, bar = prefetch(app, lesson, workers, force, regrade=recollected)
         ready = workers.started_at or time.monotonic()  # nothing to grade: ready once that is known
         startup = Startup(ready - origin - collecting, parallel.uses_model(lesson), built)
+        # local workers write each student's page as soon as nbgrader's pass has graded them (pages.py)
+        early = (AsGraded(lesson, workers, force, HERE, app.coursedir.db_url)
+                 if bar.total and workers.sees_the_course else None)
+        QkvAutograde.observer = early
         try:
             app.start()
         finally:
+            QkvAutograde.observer = None
             bar.close()
             parallel.FEED = None  # what nbgrader never reached is not sent
         if notes:  # the intake's notes join the anomaly report the grading run wrote
@@ -320,10 +249,14 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
             unclaimed.future.cancel()
         analysed = []
         def analyse():  # reads the gradebook, complete by now: written while the workers write the pages
+            if early is not None and early.items is not None:
+                return  # a worker writes it (pages.AsGraded)
             with contextlib.suppress(Exception):  # a failure is met again below, where it always was
                 analysed.append(item_analysis.write(HERE, app.coursedir.db_url, lesson))
-        failed_feedback = (feedback(app.coursedir, lesson, sent, workers, force, meanwhile=analyse) if bar.total
-                           else refresh_feedback(app.coursedir, lesson))
+        failed_feedback = (feedback(app.coursedir, lesson, sent, workers, force, meanwhile=analyse, early=early)
+                           if bar.total else refresh_feedback(app.coursedir, lesson))
+        if early is not None and early.items_path():
+            analysed.append(early.items_path())
     finally:
         workers.close()
     with progress("grades.csv and item analysis", 2, "file") as files:

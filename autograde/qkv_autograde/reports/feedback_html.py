@@ -284,7 +284,9 @@ class FeedbackExporter(HTMLExporter):
             return one_level_down(inert_html(MarkdownWithMath(renderer=renderer).render(source)))
         if self.embed_images:  # the page then holds files read from disk: nothing remembered
             return rendered()
-        return self.remembered.get(("markdown", source, _key(attachments), path, self.anchor_link_text,
+        # not `path`, each student's own folder: the renderer reads it only to embed images (issue 45: with it in
+        # the key, no markdown cell was ever remembered from one student's page to the next)
+        return self.remembered.get(("markdown", source, _key(attachments), self.anchor_link_text,
                                     self.exclude_anchor_links, _key(self.lexer_options)), rendered)
 
     def from_notebook_node(self, nb, resources=None, **kw):
