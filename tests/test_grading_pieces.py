@@ -405,7 +405,8 @@ def test_the_class_is_sent_a_window_at_a_time_and_a_submission_reached_early_is_
     (another order) sends it, so a worker still grades it."""
     import concurrent.futures
     from qkv_autograde.grading import feed, parallel
-    monkeypatch.setattr(feed, "sanitized", lambda app, lesson, student, notebook, path: solved_release(lesson))
+    monkeypatch.setattr(feed, "sanitized", lambda app, lesson, student, notebook, path: (
+        solved_release(lesson), nbformat.writes(solved_release(lesson))))
     sent = []
 
     class Workers:

@@ -154,9 +154,8 @@ def layer_attention(x, layer, config, cos, sin, mask=None, grow=None, return_wei
     own_weights.require_own_projections(layer)   # SmolLM2's own attn_norm, W_q, W_k, W_v only (qkv.own_weights)
     q, k, v = attention_inputs(x, layer, config, cos, sin)
     k, v = (k, v) if grow is None else grow(k, v)
-    n, (n_kv, T, _) = len(x), k.shape
+    n, T, group = len(x), k.shape[1], len(q) // len(k)                     # group: query heads per key/value head
     mask = np.tri(n, T, T - n, dtype=bool) if mask is None else mask      # query i sits at position T - n + i
-    group = len(q) // n_kv
     weights = attention_weights(q, np.repeat(k, group, axis=0), mask)          # [H_q, n, T]
     out = weights @ np.repeat(v, group, axis=0)                                # [H_q, n, d_head]
     out = out if heads else out.transpose(1, 0, 2).reshape(n, -1) @ layer.W_o  # heads side by side, then W_o
