@@ -146,7 +146,10 @@ def test_in_a_grading_kernel_a_figure_is_its_description_and_never_drawn(monkeyp
     """Issue 45: the grader's kernels describe figures instead of drawing them, through `%matplotlib inline` too."""
     from IPython.core.interactiveshell import InteractiveShell
 
+    from matplotlib.figure import Figure
+
     monkeypatch.setattr(figure_display, "png_base64", lambda *a, **k: pytest.fail("a figure was drawn"))
+    monkeypatch.setattr(Figure, "tight_layout", Figure.tight_layout)  # describe_figures_only replaces it
     shell = InteractiveShell.instance()
     try:
         assert figure_display.describe_figures_only(shell)
@@ -160,6 +163,38 @@ def test_in_a_grading_kernel_a_figure_is_its_description_and_never_drawn(monkeyp
         assert figure_display.NOT_DRAWN in data["text/html"] and html.escape(describe(figure)) in data["text/html"]
     finally:
         InteractiveShell.clear_instance()
+        plt.close("all")
+
+
+def test_a_grading_kernel_lays_out_no_figure_and_asks_the_inline_backend_for_no_picture(monkeypatch):
+    """Issue 45: a figure never drawn needs no layout (tight_layout was a quarter of a grading kernel's CPU), and the
+    inline backend's formats are emptied without IPython's %config magic; the description a feedback page shows is
+    the same as with the layout done."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from matplotlib.figure import Figure
+    from matplotlib_inline.config import InlineBackend
+
+    def heads():
+        weights = np.random.default_rng(0).dirichlet(np.ones(5), size=(3, 5))
+        plots.head_heatmaps(weights, list("abcde"), list("abcde"), suptitle="three heads")
+        return plt.gcf()
+
+    laid_out = heads()
+    positions, described = [ax.get_position().bounds for ax in laid_out.axes], describe(laid_out)
+    monkeypatch.setattr(Figure, "tight_layout", Figure.tight_layout)  # put back after the test, whatever it sets
+    shell = InteractiveShell.instance()
+    try:
+        backend = InlineBackend.instance(parent=shell)
+        shell.configurables.append(backend)
+        assert backend.figure_formats
+        assert figure_display.describe_figures_only(shell)
+        assert backend.figure_formats == set()
+        not_laid_out = heads()
+        assert [ax.get_position().bounds for ax in not_laid_out.axes] != positions, "tight_layout still ran"
+        assert describe(not_laid_out) == described
+    finally:
+        InteractiveShell.clear_instance()
+        InlineBackend.clear_instance()
         plt.close("all")
 
 

@@ -270,3 +270,18 @@ def test_read_only_folders_under_tmp_stay_visible_and_read_only(tmp_path):
         warm.close()
     assert seen == ["released text", False]
     assert not (extra / "written-by-a-kernel").exists()
+
+
+def test_a_kernel_finds_what_grading_kernels_import_and_inspects_module_map_already_made(template):
+    """Issue 45: what every grading kernel imported for itself (IPython's magics, a blank notebook's traceback
+    formatting, qkv.plots' colour bar) and inspect's map of module files, which IPython's tracebacks fill on their
+    first frame, are the template's, made once; matplotlib's inline backend still hooks into each kernel's shell."""
+    source = ("import inspect, json, sys\nimport matplotlib.pyplot as plt\n%matplotlib inline\n"
+              f"missing = [m for m in {list(forked_kernels.WARM_MODULES)!r} if m not in sys.modules]\n"
+              "from matplotlib_inline.backend_inline import flush_figures\n"
+              "hooked = flush_figures in get_ipython().events.callbacks['post_execute']\n"
+              "print(json.dumps({'missing': missing, 'files mapped': len(inspect.modulesbyfile), 'hooked': hooked}))")
+    seen = run_in_new_kernel(template, source)
+    assert seen["missing"] == []
+    assert seen["files mapped"] > 500, seen["files mapped"]
+    assert seen["hooked"], "%matplotlib inline no longer shows a cell's figures"

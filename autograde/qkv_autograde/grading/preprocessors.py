@@ -254,9 +254,9 @@ class RestoreLockedCells(OverwriteCells):
 
 # `%matplotlib inline` keeps the first setting: figures are still made as objects, but no PNG is made for the
 # output; the course's figures show their description instead (qkv.figure_display.describe_figures_only)
-NO_FIGURE_PICTURES = ("get_ipython().run_line_magic('config', 'InlineBackend.figure_formats = set()')\n"
-                      "try:\n    __import__('qkv.figure_display').figure_display.describe_figures_only(get_ipython())\n"
-                      "except ImportError:\n    pass")
+NO_FIGURE_PICTURES = ("try:\n    __import__('qkv.figure_display').figure_display.describe_figures_only(get_ipython())\n"
+                      "except ImportError:\n"
+                      "    get_ipython().run_line_magic('config', 'InlineBackend.figure_formats = set()')")
 
 
 class SandboxedExecute(NbGraderPreprocessor):

@@ -83,6 +83,10 @@ def warm(modules, calls=()):
             getattr(importlib.import_module(module), function)()
         except Exception as error:
             print(f"kernel template: could not call {dotted}: {error}", file=sys.stderr)
+    # inspect.getmodule, which IPython's tracebacks call for every frame, maps every loaded module's file to its name
+    # the first time it meets a file it does not know: done here once, a blank notebook's kernel skips it (~20 ms)
+    import inspect
+    inspect.getmodule(compile("", "<the kernel template>", "exec"))
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
