@@ -114,4 +114,53 @@ def test_a_notebooks_automatic_grades_are_saved_in_one_commit_with_the_same_valu
     assert seen["stock"]["commits"] >= 5, seen  # nbgrader: one a cell looked up (and its gradebook's own)
     assert {k: v for k, v in seen["bulk"].items() if k != "commits"} == \
         {k: v for k, v in seen["stock"].items() if k != "commits"}
-    assert seen["bulk"]["commits"] == seen["stock"]["commits"] - 4, seen  # those of the cells: one
+    # one, for the whole notebook: none a cell, and none for the course, which the set-up's gradebook found already
+    assert seen["bulk"]["commits"] == 1, seen
+
+
+CONNECTIONS_CHILD = r'''
+import json, os, sys
+from nbgrader.api import Gradebook
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from qkv_autograde.grading import bulk_grading
+
+url = "sqlite:///" + sys.argv[1]
+if sys.argv[2] == "bulk":
+    bulk_grading.enable()
+connects, course_lookups = [], []
+event.listen(Engine, "connect", lambda *a: connects.append(1))
+event.listen(Engine, "before_cursor_execute",
+             lambda conn, cursor, sql, *rest: course_lookups.append(1) if "FROM course" in sql else None)
+
+def opened_five_times():
+    before = len(connects), len(course_lookups)
+    for _ in range(5):
+        with Gradebook(url) as gradebook:
+            assert [s.id for s in gradebook.students] == ["ada"]
+            engine = gradebook.engine
+    return {"connects": len(connects) - before[0], "course lookups": len(course_lookups) - before[1],
+            "left open": engine.pool.checkedin()}
+
+with Gradebook(url) as gradebook:
+    gradebook.add_student("ada")
+seen = {"outside the pass": opened_five_times()}
+with bulk_grading.connections_kept():
+    seen["in the pass"] = opened_five_times()
+    child = os.fork()  # a connection must not cross a fork: the pool is emptied first
+    if child == 0:
+        os._exit(0)
+    os.waitpid(child, 0)
+    seen["after a fork"] = opened_five_times()
+seen["left open after the pass"] = sum(engine.pool.checkedin() for engine in bulk_grading._engines.values())
+print(json.dumps(seen))
+'''
+
+
+def test_in_nbgraders_pass_the_gradebook_keeps_its_connection_and_finds_the_course_once(tmp_path):
+    stock, bulk = run_child(tmp_path, "stock", CONNECTIONS_CHILD), run_child(tmp_path, "bulk", CONNECTIONS_CHILD)
+    assert stock["in the pass"] == stock["outside the pass"] == {"connects": 5, "course lookups": 5, "left open": 0}
+    assert bulk["outside the pass"] == {"connects": 5, "course lookups": 0, "left open": 0}
+    assert bulk["in the pass"] == {"connects": 1, "course lookups": 0, "left open": 1}
+    assert bulk["after a fork"] == {"connects": 1, "course lookups": 0, "left open": 1}
+    assert bulk["left open after the pass"] == 0

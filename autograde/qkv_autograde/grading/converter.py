@@ -19,6 +19,7 @@ import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.converters import Autograde, NbGraderException
 
+from qkv_autograde.grading import bulk_grading
 from qkv_autograde.reports import report
 from qkv_autograde.intake import submissions
 
@@ -111,7 +112,8 @@ class QkvAutograde(Autograde):
         submitted = self.coursedir.submitted_directory
         self.coursedir.submitted_directory = submissions.STAGED
         try:
-            super().start()
+            with bulk_grading.connections_kept():
+                super().start()
             if self.observer is not None:  # the gradebook is complete: before the report, which takes a while
                 self.observer.pass_done()
         finally:
