@@ -67,14 +67,16 @@ from nbgrader.api import Gradebook
 from nbgrader.preprocessors import SaveAutoGrades
 from nbgrader.utils import compute_checksum
 from sqlalchemy import event
+from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 from qkv_autograde.grading import bulk_grading
 
 url = "sqlite:///" + sys.argv[1]
 if sys.argv[2] == "bulk":
     bulk_grading.enable()
-commits = []
+commits, queries = [], []
 event.listen(Session, "after_commit", lambda session: commits.append(1))
+event.listen(Engine, "before_cursor_execute", lambda *args: queries.append(1))
 
 def meta(**nbgrader):
     return {"nbgrader": dict({"schema_version": 3, "locked": False, "solution": False, "grade": False}, **nbgrader)}
@@ -95,6 +97,9 @@ with Gradebook(url) as gb:
     gb.add_grade_cell("written", "n", "a", max_score=2, cell_type="markdown")
     gb.add_grade_cell("passes", "n", "a", max_score=3, cell_type="code")
     gb.add_grade_cell("fails", "n", "a", max_score=1, cell_type="code")
+    for cell in nb.cells:
+        gb.add_source_cell(cell.metadata.nbgrader["grade_id"], "n", "a", cell_type=cell.cell_type, source=cell.source,
+                           locked=cell.metadata.nbgrader["locked"], checksum=compute_checksum(cell))
     gb.add_student("ada")
     gb.add_submission("a", "ada")
 before = len(commits)
@@ -103,7 +108,16 @@ with Gradebook(url) as gb:
     notebook = gb.find_submission_notebook("n", "a", "ada")
     rows = sorted([g.name, g.auto_score, g.needs_manual_grade] for g in notebook.grades)
     comments = sorted([c.name, c.auto_comment] for c in notebook.comments)
-print(json.dumps({"grades": rows, "comments": comments, "commits": len(commits) - before}))
+# OverwriteCells on a notebook whose locked test was edited and whose points were raised
+from nbgrader.preprocessors import OverwriteCells
+tampered = nbformat.from_dict(nb)
+tampered.cells[2].source = "pass  # my own test"
+tampered.cells[3].metadata.nbgrader["points"] = 10
+queries_before = len(queries)
+restored, _ = OverwriteCells().preprocess(tampered, {"nbgrader": {"notebook": "n", "assignment": "a", "db_url": url}})
+print(json.dumps({"grades": rows, "comments": comments, "commits": len(commits) - before,
+                  "overwritten": [[c.source, c.metadata.nbgrader.get("points"), c.metadata.nbgrader["checksum"]]
+                                  for c in restored.cells], "overwrite queries": len(queries) - queries_before}))
 '''
 
 
@@ -112,10 +126,16 @@ def test_a_notebooks_automatic_grades_are_saved_in_one_commit_with_the_same_valu
     assert seen["stock"]["grades"] == [["fails", 0.0, False], ["passes", 3.0, False], ["written", None, True]]
     assert seen["stock"]["comments"] == [["answer", "No response."], ["written", None]]
     assert seen["stock"]["commits"] >= 5, seen  # nbgrader: one a cell looked up (and its gradebook's own)
-    assert {k: v for k, v in seen["bulk"].items() if k != "commits"} == \
-        {k: v for k, v in seen["stock"].items() if k != "commits"}
+    assert {k: v for k, v in seen["bulk"].items() if k not in ("commits", "overwrite queries")} == \
+        {k: v for k, v in seen["stock"].items() if k not in ("commits", "overwrite queries")}
     # one, for the whole notebook: none a cell, and none for the course, which the set-up's gradebook found already
     assert seen["bulk"]["commits"] == 1, seen
+    # OverwriteCells: the same notebook back, the released cells read at once instead of a query or two a cell
+    assert seen["stock"]["overwritten"][2][0] == "assert True" and seen["stock"]["overwritten"][3][1] == 1.0
+    assert seen["bulk"]["overwritten"] == seen["stock"]["overwritten"]
+    # nbgrader: a query a cell and another a graded cell (7 here, with the gradebook's own in the stock run); here
+    # the notebook, then its source, task and grade cells, whatever their number
+    assert seen["bulk"]["overwrite queries"] <= 5 < seen["stock"]["overwrite queries"], seen
 
 
 CONNECTIONS_CHILD = r'''

@@ -24,6 +24,9 @@ moved to the workers (measured on 40 submissions of lesson 01, coordinator alone
   the tables are made or found the first time, and nothing in a grading run drops them.
 - Every gradebook access then looks the course up (Gradebook.check_course: a query and a commit), about ten times
   a notebook, 1 CPU-s of a class of 40. Here once per engine and course: nothing in a grading run removes a course.
+- OverwriteCells (the sanitize step that restores what a student may not change) looks up each cell's released
+  version with a query of its own, and each grade cell's points with another: here its gradebook reads the
+  notebook's source, grade and task cells once (`_ReleasedCellsAtOnce`), nbgrader's query answering any other name.
 - Every gradebook access ends by closing the engine's connections (Gradebook.close disposes of its engine), so the
   next one connects anew. During nbgrader's pass (`connections_kept`, converter.py), the connection goes back to
   the shared engine's pool instead (0.5 CPU-s of a class of 40); they are all closed when the pass ends, and before
@@ -41,7 +44,8 @@ import sqlite3
 import jsonschema
 import nbgrader.api
 import nbgrader.nbgraderformat.common
-from nbgrader.api import BaseCell, Comment, Grade, MissingEntry
+import nbgrader.preprocessors.overwritecells
+from nbgrader.api import BaseCell, Comment, Grade, GradeCell, MissingEntry, SourceCell, TaskCell
 from nbgrader.preprocessors import SaveAutoGrades
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
@@ -210,6 +214,35 @@ def connections_kept():
         _close_connections()
 
 
+class _ReleasedCellsAtOnce(nbgrader.api.Gradebook):
+    """The gradebook OverwriteCells opens for one notebook: its find_source_cell and find_graded_cell answer from
+    the notebook's cells, read in one query per kind the first time (a name is unique per kind and notebook; a graded
+    cell is a grade cell before a task cell, as nbgrader's own lookup prefers); a name not there goes to nbgrader."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._by_name = {}
+
+    def _cells(self, kind, notebook, assignment):
+        key = (kind, notebook, assignment)
+        if key not in self._by_name:
+            found = self.find_notebook(notebook, assignment).id
+            # queried by kind, so that each cell comes with its own table's columns (Notebook.grade_cells loads them
+            # one cell at a time)
+            kinds = (SourceCell,) if kind == "source" else (TaskCell, GradeCell)
+            self._by_name[key] = {cell.name: cell for table in kinds
+                                  for cell in self.db.query(table).filter(table.notebook_id == found)}
+        return self._by_name[key]
+
+    def find_source_cell(self, name, notebook, assignment):
+        cell = self._cells("source", notebook, assignment).get(name)
+        return cell if cell is not None else super().find_source_cell(name, notebook, assignment)
+
+    def find_graded_cell(self, name, notebook, assignment):
+        cell = self._cells("graded", notebook, assignment).get(name)
+        return cell if cell is not None else super().find_graded_cell(name, notebook, assignment)
+
+
 def _forget_engines():
     _engines.clear()
     _tables_ready.clear()
@@ -232,5 +265,6 @@ def enable():
     nbgrader.api.Gradebook.close = _close_keeping_the_connection
     os.register_at_fork(before=_close_connections)
     SaveAutoGrades.preprocess = _save_auto_grades_at_once
+    nbgrader.preprocessors.overwritecells.Gradebook = _ReleasedCellsAtOnce
     os.register_at_fork(after_in_child=_forget_engines)  # a pool's connections must not cross a fork
     _enabled = True

@@ -30,7 +30,7 @@ import hashlib
 import json
 
 from nbgrader import utils
-from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.api import BaseCell, Grade, Gradebook, MissingEntry
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import SaveAutoGrades
 
@@ -92,7 +92,10 @@ def answers_of(nb):
 def scores_of(gradebook, lesson, student, notebook, cells):
     """{cell: (manual score, needs_manual_grade)} of the given cells, from the gradebook."""
     submission = gradebook.find_submission_notebook(notebook, lesson, student)
-    return {g.name: (g.manual_score, g.needs_manual_grade) for g in submission.grades if g.name in cells}
+    # in one query: a Grade's name is its cell's, and asking each Grade for it loaded its cell (a query a grade)
+    rows = (gradebook.db.query(BaseCell.name, Grade.manual_score, Grade.needs_manual_grade)
+            .join(BaseCell, BaseCell.id == Grade.cell_id).filter(Grade.notebook_id == submission.id))
+    return {name: (score, needs) for name, score, needs in rows if name in cells}
 
 
 def seen(records, student, notebook, scores, shown):
