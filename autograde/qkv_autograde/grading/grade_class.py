@@ -255,8 +255,9 @@ def grade(lesson, submissions_path=None, jobs=None, scheduler=None, force=False,
                 analysed.append(item_analysis.write(HERE, app.coursedir.db_url, lesson))
         failed_feedback = (feedback(app.coursedir, lesson, sent, workers, force, meanwhile=analyse, early=early)
                            if bar.total else refresh_feedback(app.coursedir, lesson))
-        if early is not None and early.items_path():
-            analysed.append(early.items_path())
+        written_by_a_worker = early.items_path() if early is not None else None
+        if written_by_a_worker:
+            analysed.append(written_by_a_worker)
     finally:
         workers.close()
     with progress("grades.csv and item analysis", 2, "file") as files:

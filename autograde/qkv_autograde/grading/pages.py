@@ -75,7 +75,7 @@ def feedback(coursedir, lesson, sent, workers, force, meanwhile=None, early=None
     students = feedback_pages.graded_students(coursedir, lesson)
     # the students just graded need new pages, the others are usually up to date: spread the first evenly
     graded = set(students)
-    handed = [(share, future) for share, future in (early.shares if early else [])]
+    handed = list(early.shares) if early else []
     done_early = {student for share, _ in handed for student in share}
     ordered = [s for s in dict.fromkeys([s for s in sent if s in graded] + students) if s not in done_early]
     bar = progress(f"feedback {lesson}", len(ordered) + len(done_early), "student")
