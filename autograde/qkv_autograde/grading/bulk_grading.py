@@ -45,10 +45,12 @@ import jsonschema
 import nbgrader.api
 import nbgrader.nbgraderformat.common
 import nbgrader.preprocessors.overwritecells
-from nbgrader.api import BaseCell, Comment, Grade, GradeCell, MissingEntry, SourceCell, TaskCell
+from nbgrader.api import Comment, Grade, GradeCell, MissingEntry, SourceCell, TaskCell
 from nbgrader.preprocessors import SaveAutoGrades
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
+
+from qkv_autograde.reports.hand_scores import by_cell_name
 
 _enabled = False
 _engines = {}      # (database URL, options) -> the one engine for it
@@ -102,20 +104,17 @@ def _inspect_ready(subject):
 
 
 _create_all = nbgrader.api.Base.metadata.create_all
+_inspect = nbgrader.api.inspect
 _check_course = nbgrader.api.Gradebook.check_course
-_courses_found = {}  # id(engine) -> (engine, the course ids found or made there)
+_courses_found = {}  # engine -> the course ids found or made there
 
 
 def _check_course_once(self, course_id="default_course", **kwargs):
-    found = _courses_found.get(id(self.engine))
-    if not kwargs and found is not None and found[0] is self.engine and course_id in found[1]:
+    if not kwargs and course_id in _courses_found.get(self.engine, ()):
         return None  # Gradebook.__init__, its one caller, ignores the course it returns
     course = _check_course(self, course_id, **kwargs)
-    if found is None or found[0] is not self.engine:
-        found = _courses_found[id(self.engine)] = (self.engine, set())
-    found[1].add(course_id)
+    _courses_found.setdefault(self.engine, set()).add(course_id)
     return course
-_inspect = nbgrader.api.inspect
 
 
 class _SchemasCheckedOnce:
@@ -150,12 +149,8 @@ class _OneSubmittedNotebook:
         except MissingEntry:
             self.grades = self.comments = {}
             return
-        self.grades = self._by_name(gradebook.db.query(BaseCell.name, Grade)
-                                    .join(BaseCell, BaseCell.id == Grade.cell_id)
-                                    .filter(Grade.notebook_id == submitted.id))
-        self.comments = self._by_name(gradebook.db.query(BaseCell.name, Comment)
-                                      .join(BaseCell, BaseCell.id == Comment.cell_id)
-                                      .filter(Comment.notebook_id == submitted.id))
+        self.grades = self._by_name(by_cell_name(gradebook.db, Grade, submitted.id))
+        self.comments = self._by_name(by_cell_name(gradebook.db, Comment, submitted.id))
 
     @staticmethod
     def _by_name(rows):
@@ -221,18 +216,18 @@ class _ReleasedCellsAtOnce(nbgrader.api.Gradebook):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._by_name = {}
+        self._released = {}
 
     def _cells(self, kind, notebook, assignment):
         key = (kind, notebook, assignment)
-        if key not in self._by_name:
+        if key not in self._released:
             found = self.find_notebook(notebook, assignment).id
             # queried by kind, so that each cell comes with its own table's columns (Notebook.grade_cells loads them
             # one cell at a time)
             kinds = (SourceCell,) if kind == "source" else (TaskCell, GradeCell)
-            self._by_name[key] = {cell.name: cell for table in kinds
-                                  for cell in self.db.query(table).filter(table.notebook_id == found)}
-        return self._by_name[key]
+            self._released[key] = {cell.name: cell for table in kinds
+                                   for cell in self.db.query(table).filter(table.notebook_id == found)}
+        return self._released[key]
 
     def find_source_cell(self, name, notebook, assignment):
         cell = self._cells("source", notebook, assignment).get(name)

@@ -89,13 +89,18 @@ def answers_of(nb):
     return answers
 
 
+def by_cell_name(db, table, submitted_notebook_id):
+    """(cell name, row) of a submitted notebook's grades or comments (`table`), in one query: asking each row for its
+    name (nbgrader's association proxy) loads its cell, a query a row."""
+    return (db.query(BaseCell.name, table).join(BaseCell, BaseCell.id == table.cell_id)
+            .filter(table.notebook_id == submitted_notebook_id))
+
+
 def scores_of(gradebook, lesson, student, notebook, cells):
     """{cell: (manual score, needs_manual_grade)} of the given cells, from the gradebook."""
     submission = gradebook.find_submission_notebook(notebook, lesson, student)
-    # in one query: a Grade's name is its cell's, and asking each Grade for it loaded its cell (a query a grade)
-    rows = (gradebook.db.query(BaseCell.name, Grade.manual_score, Grade.needs_manual_grade)
-            .join(BaseCell, BaseCell.id == Grade.cell_id).filter(Grade.notebook_id == submission.id))
-    return {name: (score, needs) for name, score, needs in rows if name in cells}
+    return {name: (grade.manual_score, grade.needs_manual_grade)
+            for name, grade in by_cell_name(gradebook.db, Grade, submission.id) if name in cells}
 
 
 def seen(records, student, notebook, scores, shown):
